@@ -1,0 +1,3 @@
+from vlmeval_ext.cli import main
+
+main()

@@ -1,0 +1,134 @@
+"""`vlmeval-ext <subcommand>` (also `python -m vlmeval_ext <subcommand>`)."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+
+# Subcommands implemented by a benchmark module: name -> ('module:function taking argv', help).
+DELEGATED = {
+    'corrupt-image': ('vlmeval_ext.corrupt.cli:corrupt_image_main', 'write the 33 distortions of one image'),
+    'corrupt': ('vlmeval_ext.corrupt.cli:corrupt_dataset_main', 'build <Dataset>-RC paired robustness variants'),
+    'rococo': ('vlmeval_ext.rococo.__main__:main', 'RoCOCO tools: score, gallery, make-mixed'),
+    'leaderboard': ('vlmeval_ext.core.leaderboard:leaderboard_main', 'collect a work dir into a leaderboard'),
+    'diff-manifests': ('vlmeval_ext.core.manifest:diff_manifests_main', 'why two runs may disagree'),
+}
+
+
+def _dataset_class(name: str):
+    from vlmeval_ext.registry import dataset_classes, our_dataset_names
+    for cls in dataset_classes():
+        if name in cls.supported_datasets():
+            return cls
+    raise SystemExit(f'[vlmeval-ext] ERROR: unknown dataset {name!r}; ours are: {", ".join(our_dataset_names())}')
+
+
+def cmd_run(argv):
+    from vlmeval_ext.launcher import run
+    return run(argv)
+
+
+def cmd_eval(argv):
+    p = argparse.ArgumentParser(prog='vlmeval-ext eval',
+                                description='Evaluate an existing predictions file (.tsv/.xlsx/.csv) without the '
+                                            'dataset TSV or the model. API keys come from the environment '
+                                            '(OPENAI_API_KEY), never from the command line.')
+    p.add_argument('--data', required=True)
+    p.add_argument('--pred', required=True)
+    p.add_argument('--judge', default=None, help='judge model name (kit build_judge), or "offline"')
+    p.add_argument('--judge-base-url', default=None, help='OpenAI-compatible base URL, e.g. http://host:8000/v1')
+    p.add_argument('--judge-args', default=None, help='JSON, e.g. {"judge_mode": "efficient"}')
+    p.add_argument('--api-nproc', type=int, default=4)
+    p.add_argument('--retry', type=int, default=3)
+    p.add_argument('--judge-timeout', type=int, default=600)
+    args = p.parse_args(argv)
+    if not os.path.isfile(args.pred):
+        raise SystemExit(f'[vlmeval-ext] ERROR: predictions file {args.pred} not found')
+    cls = _dataset_class(args.data)
+    judge_kwargs = {'nproc': args.api_nproc, 'judge_retries': args.retry, 'timeout': args.judge_timeout}
+    if args.judge_args:
+        judge_kwargs.update(json.loads(args.judge_args))
+    if args.judge:
+        judge_kwargs['model'] = args.judge
+    if args.judge_base_url:
+        judge_kwargs['api_base'] = f"{args.judge_base_url.rstrip('/')}/chat/completions"
+    result = cls.for_evaluation(args.data).evaluate(args.pred, **judge_kwargs)
+    _print_result(result)
+    return 0
+
+
+def _print_result(result):
+    import pandas as pd
+    if isinstance(result, pd.DataFrame):
+        print(result.to_string(index=False))
+    elif result is not None:
+        print(json.dumps(result, indent=2, default=str))
+
+
+def cmd_prepare(argv):
+    p = argparse.ArgumentParser(prog='vlmeval-ext prepare',
+                                description='Build the kit TSV under $LMUData from the official source, or from a '
+                                            'local copy of the official release (--from) on offline machines.')
+    p.add_argument('name')
+    p.add_argument('--from', dest='source', default=None, help='local copy of the official release')
+    args = p.parse_args(argv)
+    cls = _dataset_class(args.name)
+    if not hasattr(cls, 'prepare'):
+        raise SystemExit(f'[vlmeval-ext] ERROR: {args.name} is built by another command (see README)')
+    path = cls.prepare(args.name, args.source)
+    from vlmeval_ext.core.io import file_md5
+    print(f'{args.name}: {path} (md5 {file_md5(path)})')
+    return 0
+
+
+def cmd_list(argv):
+    argparse.ArgumentParser(prog='vlmeval-ext list', description='our datasets and their state').parse_args(argv)
+    from vlmeval_ext.core.dataset import tsv_path
+    from vlmeval_ext.core.io import file_md5
+    from vlmeval_ext.registry import dataset_classes
+    rows = []
+    for cls in dataset_classes():
+        for name in cls.supported_datasets():
+            path = tsv_path(name)
+            if os.path.exists(path):
+                state, size, md5 = 'prepared', f'{os.path.getsize(path) / 1e6:.1f} MB', file_md5(path)
+            else:
+                state, size, md5 = ('demo (ships in package)' if name in cls.DEMO_DATASETS else 'not prepared'), '-', '-'
+            rows.append((name, cls.__name__, state, size, md5))
+    widths = [max(len(str(r[i])) for r in rows + [('dataset', 'class', 'state', 'size', 'md5')]) for i in range(5)]
+    for r in [('dataset', 'class', 'state', 'size', 'md5')] + rows:
+        print('  '.join(str(v).ljust(w) for v, w in zip(r, widths)))
+    return 0
+
+
+COMMANDS = {'run': (cmd_run, 'run.py with our datasets registered (all kit flags)'),
+            'eval': (cmd_eval, 'evaluate an existing predictions file'),
+            'prepare': (cmd_prepare, 'build a dataset TSV under $LMUData'),
+            'list': (cmd_list, 'our datasets and their state')}
+
+
+def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ('-h', '--help'):
+        print('usage: vlmeval-ext <command> [args]\n\ncommands:')
+        for name, (_, help_text) in {**COMMANDS, **DELEGATED}.items():
+            print(f'  {name:15s} {help_text}')
+        sys.exit(0 if argv else 2)
+    name, rest = argv[0], argv[1:]
+    from vlmeval_ext.core.io import DataError
+    from vlmeval_ext.core.judge import JudgeUnavailable
+    try:
+        if name in COMMANDS:
+            code = COMMANDS[name][0](rest)
+        elif name in DELEGATED:
+            module, _, func = DELEGATED[name][0].partition(':')
+            code = getattr(importlib.import_module(module), func)(rest)
+        else:
+            print(f'[vlmeval-ext] ERROR: unknown command {name!r}; run `vlmeval-ext --help`', file=sys.stderr)
+            code = 2
+    except (DataError, JudgeUnavailable) as err:
+        print(f'[vlmeval-ext] ERROR: {err}', file=sys.stderr)
+        code = 2
+    sys.exit(code or 0)
