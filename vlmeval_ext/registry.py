@@ -6,6 +6,7 @@ JSON "class" lookup works) and `vlmeval.config.supported_VLM`.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -35,8 +36,8 @@ def _load(path: str):
     return getattr(importlib.import_module(module), name)
 
 
-def dataset_classes() -> list[type]:
-    """Our dataset classes (imports the kit)."""
+@functools.lru_cache(maxsize=None)
+def _dataset_classes() -> tuple[type, ...]:
     classes = []
     for path in DATASET_CLASS_PATHS:
         try:
@@ -47,7 +48,12 @@ def dataset_classes() -> list[type]:
                 print(f'[vlmeval-ext] dataset class {path} is not available: {err}', file=sys.stderr)
                 continue
             raise
-    return classes
+    return tuple(classes)
+
+
+def dataset_classes() -> list[type]:
+    """Our dataset classes (imports the kit)."""
+    return list(_dataset_classes())
 
 
 def our_dataset_names() -> list[str]:

@@ -75,6 +75,26 @@ class ExtImageDataset(ImageBaseDataset):
     # Stop models (InternVL, Qwen-VL, ...) from replacing our official prompts with their own.
     force_use_dataset_prompt = True
 
+    def __init_subclass__(cls, **kwargs):
+        """Every evaluate of a subclass also writes `<stem>_manifest.json` (what the scores depend on)."""
+        super().__init_subclass__(**kwargs)
+        evaluate = cls.__dict__.get('evaluate')
+        if evaluate is None or getattr(evaluate, '_writes_manifest', False):
+            return
+
+        def evaluate_with_manifest(self, eval_file, **judge_kwargs):
+            from vlmeval_ext.core.manifest import write_manifest
+            self.manifest_extra = {}
+            result = evaluate(self, eval_file, **judge_kwargs)
+            from vlmeval_ext.core.io import read_table
+            write_manifest(self.dataset_name, eval_file, judge_kwargs, self.manifest_extra,
+                           n_items=len(read_table(eval_file)), tsv=tsv_path(self.dataset_name))
+            return result
+
+        evaluate_with_manifest._writes_manifest = True
+        evaluate_with_manifest.__doc__ = evaluate.__doc__
+        cls.evaluate = evaluate_with_manifest
+
     # Only `dataset` and `skip_noimg`: the kit's run.py passes every CLI argument whose name matches.
     def __init__(self, dataset: str, skip_noimg: bool = True):
         self.dataset_name = dataset

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The main job.
+#   bash run_examples.sh                      every benchmark's embedded demo split, offline, with the weight-free
+#                                             Naive-Baseline reference model, through run.py; prints the tables
+#   MODEL=InternVL2-1B DATA="R-Bench-Full GRAB" JUDGE=gpt-4o-mini [JUDGE_BASE_URL=http://host:8000/v1] \
+#     [WORK_DIR=outputs] bash run_examples.sh the real thing (keys from the environment, e.g. OPENAI_API_KEY)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+source scripts/setup_venv.sh
+export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg PYTHONWARNINGS=ignore
+PY="$ROOT/.venv/bin/python"
+
+if [ -n "${MODEL:-}${DATA:-}" ]; then
+  : "${MODEL:?set MODEL (a kit model name)}" "${DATA:?set DATA (dataset names)}"
+  args=(--data $DATA --model $MODEL --work-dir "${WORK_DIR:-outputs}" --reuse)
+  [ -n "${JUDGE:-}" ] && args+=(--judge "$JUDGE")
+  [ -n "${JUDGE_BASE_URL:-}" ] && args+=(--judge-base-url "$JUDGE_BASE_URL")
+  exec "$PY" run.py "${args[@]}"
+fi
+
+WORK="${WORK_DIR:-demo_outputs}"
+export LMUData="${LMUData:-$ROOT/$WORK/LMUData}"
+mkdir -p "$LMUData"
+start=$SECONDS
+# One run.py call per benchmark family: each line is exactly what a user would type.
+"$PY" run.py --data R-Bench-Full_DEMO --model Naive-Baseline --judge offline --work-dir "$WORK"
+"$PY" run.py --data GRAB_DEMO ReMI_DEMO RoCOCO-MCQ-same_concept_DEMO --model Naive-Baseline --work-dir "$WORK"
+echo
+echo "================ demo results (Naive-Baseline: the floor a real model should beat) ================"
+"$PY" -m vlmeval_ext.core.summary "$WORK/Naive-Baseline"
+echo "demo finished in $((SECONDS - start)) s; outputs under $WORK/Naive-Baseline"
