@@ -11,7 +11,7 @@ setup(
     # dataset_specs/ lives at the repo root (easy to review) and ships as package data.
     packages=find_packages(include=['vlmeval_ext', 'vlmeval_ext.*']) + ['vlmeval_ext.dataset_specs'],
     package_dir={'vlmeval_ext.dataset_specs': 'dataset_specs'},
-    package_data={'vlmeval_ext.dataset_specs': ['*.yaml'], 'vlmeval_ext': ['*/demo/*', '*/demo/*/*']},
+    package_data={'vlmeval_ext.dataset_specs': ['*.yaml', 'published/*.yaml'], 'vlmeval_ext': ['*/demo/*', '*/demo/*/*']},
     include_package_data=True,
     install_requires=[
         'ms-vlmeval==0.0.20',

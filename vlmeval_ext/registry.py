@@ -6,7 +6,6 @@ JSON "class" lookup works) and `vlmeval.config.supported_VLM`.
 """
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -22,9 +21,20 @@ DATASET_CLASS_PATHS = [
     'vlmeval_ext.corrupt.dataset:CorruptedDataset',
 ]
 
-# Models that need no weights: honest, named reference models (each benchmark's naive baseline).
+# Models of this package: name -> ('module:Class', default kwargs). The classes are also set as attributes of
+# `vlmeval.vlm`, so a --config JSON can name them with "class".
 MODEL_FACTORIES = {
-    'Naive-Baseline': 'vlmeval_ext.models.reference:NaiveBaseline',
+    # Needs no weights: an honest, named reference model (each benchmark's naive baseline).
+    'Naive-Baseline': ('vlmeval_ext.models.reference:NaiveBaseline', {}),
+    # RoCOCO retrieval: embedding models whose per-row "prediction" is the item's embedding.
+    'RoCOCO-CLIP-B32': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
+                        {'backend': 'hf-clip', 'model_path': 'openai/clip-vit-base-patch32'}),
+    'RoCOCO-CLIP-L14': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
+                        {'backend': 'hf-clip', 'model_path': 'openai/clip-vit-large-patch14'}),
+    'RoCOCO-OpenCLIP-B32': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
+                            {'backend': 'open_clip', 'model_path': 'ViT-B-32/openai'}),
+    'RoCOCO-BLIP-ITC': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
+                        {'backend': 'hf-blip', 'model_path': 'Salesforce/blip-itm-base-coco'}),
 }
 
 _HOOKED = ('vlmeval.dataset', 'vlmeval.config')
@@ -36,24 +46,37 @@ def _load(path: str):
     return getattr(importlib.import_module(module), name)
 
 
-@functools.lru_cache(maxsize=None)
-def _dataset_classes() -> tuple[type, ...]:
-    classes = []
+_classes: dict[str, type] = {}
+
+
+def _is_circular(err: ImportError) -> bool:
+    return 'partially initialized module' in str(err) or 'circular import' in str(err)
+
+
+def _collect_classes() -> bool:
+    """Import our dataset classes; True when all are loaded.
+
+    When the kit's import was triggered from inside one of our modules (e.g. `import vlmeval_ext.grab.dataset`
+    first), that module is caught mid-import: it is left for later, and its class registers itself as it is
+    created (ExtImageDataset.__init_subclass__). Any other import error is raised: nothing is skipped silently.
+    """
+    complete = True
     for path in DATASET_CLASS_PATHS:
+        if path in _classes:
+            continue
         try:
-            classes.append(_load(path))
-        except ModuleNotFoundError as err:
-            # A benchmark still being built is reported, not hidden.
-            if err.name and err.name.startswith('vlmeval_ext'):
-                print(f'[vlmeval-ext] dataset class {path} is not available: {err}', file=sys.stderr)
-                continue
-            raise
-    return tuple(classes)
+            _classes[path] = _load(path)
+        except ImportError as err:
+            if not _is_circular(err):
+                raise
+            complete = False
+    return complete
 
 
 def dataset_classes() -> list[type]:
-    """Our dataset classes (imports the kit)."""
-    return list(_dataset_classes())
+    """Our dataset classes, in DATASET_CLASS_PATHS order (imports the kit)."""
+    _collect_classes()
+    return [_classes[p] for p in DATASET_CLASS_PATHS if p in _classes]
 
 
 def our_dataset_names() -> list[str]:
@@ -63,19 +86,32 @@ def our_dataset_names() -> list[str]:
     return names
 
 
+def kit_dataset_module_ready() -> bool:
+    module = sys.modules.get('vlmeval.dataset')
+    spec = getattr(module, '__spec__', None)
+    return module is not None and not getattr(spec, '_initializing', False) and hasattr(module, 'DATASET_CLASSES')
+
+
+def register_class(cls) -> None:
+    """Put one dataset class into the kit's tables (idempotent)."""
+    import vlmeval.dataset as kit
+    if cls not in kit.DATASET_CLASSES:
+        # In front: our names are our own, and a kit class matching names loosely must not take them.
+        kit.DATASET_CLASSES.insert(0, cls)
+    for name in cls.supported_datasets():
+        if name not in kit.SUPPORTED_DATASETS:
+            kit.SUPPORTED_DATASETS.append(name)
+    setattr(kit, cls.__name__, cls)
+
+
 def register_datasets() -> None:
     if 'vlmeval.dataset' in _done:
         return
-    _done.add('vlmeval.dataset')
-    import vlmeval.dataset as kit
-    for cls in dataset_classes():
-        if cls not in kit.DATASET_CLASSES:
-            # In front: our names are our own, and a kit class matching names loosely must not take them.
-            kit.DATASET_CLASSES.insert(0, cls)
-        for name in cls.supported_datasets():
-            if name not in kit.SUPPORTED_DATASETS:
-                kit.SUPPORTED_DATASETS.append(name)
-        setattr(kit, cls.__name__, cls)
+    complete = _collect_classes()
+    for cls in _classes.values():
+        register_class(cls)
+    if complete:
+        _done.add('vlmeval.dataset')
 
 
 def register_models() -> None:
@@ -85,9 +121,12 @@ def register_models() -> None:
     from functools import partial
 
     import vlmeval.config as config
-    for name, path in MODEL_FACTORIES.items():
+    import vlmeval.vlm as vlm
+    for name, (path, kwargs) in MODEL_FACTORIES.items():
+        cls = _load(path)
+        setattr(vlm, cls.__name__, cls)
         if name not in config.supported_VLM:
-            config.supported_VLM[name] = partial(_load(path), name=name)
+            config.supported_VLM[name] = partial(cls, name=name, **kwargs)
 
 
 def register_all() -> None:

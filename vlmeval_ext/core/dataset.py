@@ -17,7 +17,7 @@ import pandas as pd
 from vlmeval.dataset.image_base import ImageBaseDataset
 
 from vlmeval_ext.core.io import (DataError, check_unique_index, file_md5, parse_list_cell, read_table,
-                                 require_columns)
+                                 require_columns, stem_path)
 
 
 def lmu_data_root() -> str:
@@ -78,6 +78,9 @@ class ExtImageDataset(ImageBaseDataset):
     def __init_subclass__(cls, **kwargs):
         """Every evaluate of a subclass also writes `<stem>_manifest.json` (what the scores depend on)."""
         super().__init_subclass__(**kwargs)
+        from vlmeval_ext import registry
+        if 'DATASET_URL' in cls.__dict__ and registry.kit_dataset_module_ready():
+            registry.register_class(cls)   # covers a class whose module was mid-import when the kit registered
         evaluate = cls.__dict__.get('evaluate')
         if evaluate is None or getattr(evaluate, '_writes_manifest', False):
             return
@@ -89,6 +92,11 @@ class ExtImageDataset(ImageBaseDataset):
             from vlmeval_ext.core.io import read_table
             write_manifest(self.dataset_name, eval_file, judge_kwargs, self.manifest_extra,
                            n_items=len(read_table(eval_file)), tsv=tsv_path(self.dataset_name))
+            score_json = stem_path(eval_file, '_score.json')
+            if os.path.exists(score_json):
+                # Ours next to the paper's numbers when the model maps to a published row.
+                from vlmeval_ext.core.published import side_by_side_for_run
+                side_by_side_for_run(self.dataset_name, Path(eval_file).resolve().parent.name, score_json)
             return result
 
         evaluate_with_manifest._writes_manifest = True

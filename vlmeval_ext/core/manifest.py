@@ -22,16 +22,27 @@ from vlmeval_ext.core.secrets import redact
 SECRET_ARG_NAMES = ('key', 'api_key', 'token', 'secret', 'password')
 
 
-def _git_revision() -> str | None:
-    root = Path(__file__).resolve().parents[2]
-    if not (root / '.git').exists():
-        return None
+def _git(root: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(['git', '-C', str(root), 'rev-parse', 'HEAD'], capture_output=True, text=True,
-                             timeout=10)
+        out = subprocess.run(['git', '-C', str(root), *args], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _git_state() -> dict:
+    """Revision of this checkout and whether tracked files were modified (a dirty tree is not reproducible
+    from the revision alone). Both None for an installed (non-checkout) package."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / '.git').exists():
+        return {'git_revision': None, 'git_dirty': None}
+    revision = _git(root, 'rev-parse', 'HEAD') or None
+    status = _git(root, 'status', '--porcelain', '--untracked-files=no')
+    return {'git_revision': revision, 'git_dirty': None if status is None else bool(status)}
+
+
+def _git_revision() -> str | None:
+    return _git_state()['git_revision']
 
 
 def _kit_distribution() -> dict:
@@ -43,8 +54,24 @@ def _kit_distribution() -> dict:
     return {'distribution': None, 'version': None}
 
 
+def _public_args(args: dict) -> dict:
+    return {k: v for k, v in args.items() if not any(s in k.lower() for s in SECRET_ARG_NAMES)}
+
+
+def _kit_model_args(name: str) -> dict | None:
+    """Class and arguments of a kit model (supported_VLM partial), only when the kit is already imported
+    (as it is inside an evaluation): the manifest never imports the kit itself."""
+    config = sys.modules.get('vlmeval.config')
+    factory = getattr(config, 'supported_VLM', {}).get(name) if config else None
+    if factory is None:
+        return None
+    func = getattr(factory, 'func', factory)
+    return {'class': getattr(func, '__name__', str(func)), **_public_args(dict(getattr(factory, 'keywords', {}) or {}))}
+
+
 def _model_info(eval_file: str) -> dict:
-    """Model name = the kit's per-model work dir; class arguments from a --config in its status.json argv."""
+    """Model name = the kit's per-model work dir; class arguments from a --config in its status.json argv,
+    else from the kit's supported_VLM entry of that name (when the kit is loaded)."""
     model_dir = Path(eval_file).resolve().parent
     info = {'name': model_dir.name, 'class_args': None}
     status = model_dir / 'status.json'
@@ -58,8 +85,9 @@ def _model_info(eval_file: str) -> dict:
             if cfg_path.exists():
                 cfg = json.loads(cfg_path.read_text()).get('model', {}).get(model_dir.name)
                 if isinstance(cfg, dict):
-                    info['class_args'] = {k: v for k, v in cfg.items()
-                                          if not any(s in k.lower() for s in SECRET_ARG_NAMES)}
+                    info['class_args'] = _public_args(cfg)
+    if info['class_args'] is None:
+        info['class_args'] = _kit_model_args(model_dir.name)
     return info
 
 
@@ -81,7 +109,7 @@ def build_manifest(dataset_name: str, eval_file: str, judge_kwargs: dict, extra:
     prompts = {name: sha1_text(text) for name, text in (extra.pop('prompts', {}) or {}).items()}
     manifest = {
         'created_at': datetime.datetime.now().astimezone().isoformat(timespec='seconds'),
-        'plugin': {'name': 'vlmeval-ext', 'version': __version__, 'git_revision': _git_revision()},
+        'plugin': {'name': 'vlmeval-ext', 'version': __version__, **_git_state()},
         'kit': _kit_distribution(),
         'python': sys.version.split()[0],
         'dataset': {'name': dataset_name, 'tsv_md5': file_md5(tsv) if tsv and os.path.exists(tsv) else None,
@@ -120,8 +148,14 @@ _DIFF_FIELDS = [
     (('counts',), 'failure counts differ (failed items are excluded from means)'),
     (('plugin', 'version'), 'vlmeval-ext version changed'),
     (('plugin', 'git_revision'), 'vlmeval-ext code revision changed'),
+    (('plugin', 'git_dirty'), 'one run used locally modified vlmeval-ext code'),
+    (('kit', 'distribution'), 'VLMEvalKit distribution changed (ms-vlmeval vs upstream vlmeval)'),
     (('kit', 'version'), 'VLMEvalKit version changed'),
+    (('python',), 'Python version changed'),
 ]
+
+# Reasons that make the scores not comparable at all (as opposed to "may drift").
+NOT_COMPARABLE = ('dataset.name', 'dataset.tsv_md5', 'dataset.n_items', 'judge.model', 'judge.mode', 'prompt_sha1')
 
 
 def _get(d, path):
@@ -143,17 +177,42 @@ def diff_manifests(a: dict, b: dict) -> list[str]:
     return reasons
 
 
+def resolve_manifest_path(path: str | Path) -> Path:
+    """A manifest, or the predictions / `<stem>_score.json` of a run: its `<stem>_manifest.json` beside it."""
+    path = Path(path)
+    if path.name.endswith('_manifest.json') or (path.suffix == '.json' and not path.name.endswith('_score.json')):
+        candidate = path
+    elif path.name.endswith('_score.json'):
+        candidate = path.with_name(path.name[:-len('_score.json')] + '_manifest.json')
+    else:
+        candidate = Path(stem_path(path, '_manifest.json'))
+    if not candidate.is_file():
+        raise FileNotFoundError(f'no manifest {candidate} (every evaluation writes <stem>_manifest.json)')
+    return candidate
+
+
 def diff_manifests_main(argv) -> int:
-    p = argparse.ArgumentParser(prog='vlmeval-ext diff-manifests', description='why two runs may disagree')
+    p = argparse.ArgumentParser(prog='vlmeval-ext diff-manifests', description='why two runs may disagree',
+                                epilog='A and B: <stem>_manifest.json files, or the runs\' predictions or '
+                                       '_score.json files (their manifests are found beside them). Exit 0: the '
+                                       'manifests agree; 1: they differ.')
     p.add_argument('a')
     p.add_argument('b')
     args = p.parse_args(argv)
-    a, b = (json.loads(Path(x).read_text()) for x in (args.a, args.b))
+    try:
+        paths = [resolve_manifest_path(x) for x in (args.a, args.b)]
+    except FileNotFoundError as err:
+        print(f'[vlmeval-ext] ERROR: {err}', file=sys.stderr)
+        return 2
+    a, b = (json.loads(x.read_text()) for x in paths)
     reasons = diff_manifests(a, b)
     if not reasons:
         print('The manifests agree on everything that affects the scores.')
         return 0
+    blocking = [r for r in reasons if r.split(':', 1)[0] in NOT_COMPARABLE]
     print('The runs may disagree because:')
     for r in reasons:
         print(f'- {r}')
+    if blocking:
+        print(f'{len(blocking)} of these make the scores not comparable (dataset, judge or prompt changed).')
     return 1

@@ -1,0 +1,182 @@
+"""ReMI scoring: JSON extraction, per-task rules for all 13 tasks, baselines, ERP, summary and report."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vlmeval_ext.remi import report, score
+
+SPEC = yaml.safe_load((Path(__file__).resolve().parents[1] / 'dataset_specs' / 'remi.yaml').read_text())
+
+
+def out(answer, explanation='because'):
+    return json.dumps({'explanation': explanation, 'answer': answer})
+
+
+def correct(task, prediction, label):
+    return score.score_item(task, prediction, label, SPEC)['correct']
+
+
+# ---------------------------------------------------------------- extraction
+
+@pytest.mark.parametrize('text, expected', [
+    ('{"explanation": "x", "answer": "42"}', '42'),
+    ('```json\n{"explanation": "x", "answer": 7}\n```', '7'),
+    ('```\n{"answer": "north"}\n```', 'north'),
+    ('Sure! Here is my answer: {"explanation": "a {b} c", "answer": "12"} Hope it helps.', '12'),
+    ("{'explanation': 'single quotes', 'answer': 'g'}", 'g'),
+    ('{"explanation": "area = \\frac{1}{2} b h", "answer": "12.5"}', '12.5'),   # lone LaTeX backslash
+    ('{"explanation": "x", "answer": 2.5}', '2.5'),
+    ('{"explanation": "x", "answer": [3, 4]}', '[3, 4]'),
+    ('{"result": {"explanation": "nested", "answer": "c"}}', 'c'),
+    ('{"Explanation": "x", "Answer": "5"}', '5'),
+])
+def test_extract_answer_variants(text, expected):
+    assert score.extract_answer(text) == (expected, 'ok')
+
+
+@pytest.mark.parametrize('text, status', [
+    ('The answer is 42.', score.NO_JSON),
+    ('...', score.NO_JSON),
+    ('{"explanation": "cut off by the token lim', score.NO_JSON),
+    ('42', score.NOT_OBJECT),
+    ('["a", "b"]', score.NOT_OBJECT),
+    ('{"explanation": "no answer here"}', score.NO_ANSWER_FIELD),
+    ('{"explanation": "x", "answer": null}', score.EMPTY_ANSWER),
+    ('{"explanation": "x", "answer": "  "}', score.EMPTY_ANSWER),
+    ('{{{{ ]]] not json at all }', score.NO_JSON),
+])
+def test_malformed_outputs_are_wrong_not_crashes(text, status):
+    assert score.extract_answer(text) == (None, status)
+    result = score.score_item('Maps', text, 'north', SPEC)
+    assert result['correct'] is False and result['status'] == status
+
+
+def test_non_string_outputs_never_crash():
+    assert score.extract_answer(12345) == (None, score.NOT_OBJECT)
+    assert score.score_item('IQ', None, 'c', SPEC)['correct'] is None          # inference failure: excluded
+    assert score.score_item('IQ', float('nan'), 'c', SPEC)['status'] == score.INFERENCE_FAILURE
+    assert score.score_item('IQ', '', 'c', SPEC)['status'] == score.INFERENCE_FAILURE  # empty cell: no reply
+    failed = score.score_item('IQ', 'Failed to obtain answer via API.', 'c', SPEC,
+                              fail_markers=['Failed to obtain answer via API'])
+    assert failed == {'correct': None, 'status': score.INFERENCE_FAILURE, 'parsed': None}
+
+
+def test_boolean_answer_is_not_one():
+    assert correct('Collisions', out(True), '1') is False
+    assert correct('Collisions', out(1), '1') is True
+
+
+# ---------------------------------------------------------------- rules for every task
+
+CASES = [
+    # task, answer, label, expected
+    ('EmojiAlgebra', '92', '92', True), ('EmojiAlgebra', '92.0', '92', True), ('EmojiAlgebra', '93', '92', False),
+    ('EmojiAlgebra', '-17', '-17', True), ('EmojiAlgebra', '1,000', '1000', True),
+    ('FuncRead', 'f(x)', 'f', True), ('FuncRead', 'g', 'g(x)', True), ('FuncRead', 'h(x)', 'g', False),
+    ('FuncRead', '3.03', '3', True), ('FuncRead', '3.05', '3', False),          # 1 % numeric tolerance
+    ('GeomShape', '103', '100', True), ('GeomShape', '103.1', '100', False),
+    ('GeomShape', '-97', '-100', True), ('GeomShape', '-104', '-100', False),   # |label|: negative labels work
+    ('GeomShape', '0', '0', True), ('GeomShape', '0.001', '0', False),
+    ('GeomCost', '$?', '40', False), ('GeomCost', '41.2', '40', True), ('GeomCost', '-41.2', '-40', True),
+    ('Collisions', '1', '1', True), ('Collisions', '0', '1', False), ('Collisions', 'yes', '1', False),
+    ('Clocks', '140', '135', True), ('Clocks', '145', '135', True), ('Clocks', '146', '135', False),
+    ('Clocks', '-5', '5', True), ('Clocks', '-16', '-5', False),
+    ('Schedule', 'Room B', 'room b', True), ('Schedule', 'RoomB', 'room b', True), ('Schedule', 'room a', 'room b', False),
+    ('Charts', '(3, 4)', '(3, 4)', True), ('Charts', '3, 4', '(3, 4)', True), ('Charts', '(3,4)', '(3, 4)', True),
+    ('Charts', '3,4', '(3, 4)', False),  # the rules apply one at a time, as in the official snippet
+    ('Charts', '25%', '25', True),
+    ('Charts', '25.2', '25', True), ('Charts', '(3, 5)', '(3, 4)', False),
+    ('CodeEdit', 'return a + b', 'return a + b', True), ('CodeEdit', 'return a+b', 'return a + b', True),
+    ('CodeEdit', 'return a - b', 'return a + b', False),
+    ('Isomorphism', '1', '1', True), ('Isomorphism', '0', '1', False), ('Isomorphism', '1.0', '1', True),
+    ('Maps', 'North', 'north', True), ('Maps', '(north)', 'north', True), ('Maps', 'south', 'north', False),
+    ('RefCoco', '2', '2, 4', True), ('RefCoco', '4', '2,4', True), ('RefCoco', '3', '2, 4', False),
+    ('RefCoco', '4.0', '2, 4', True), ('RefCoco', '24', '2, 4', False),
+    ('IQ', 'C', 'c', True), ('IQ', '(c)', 'c', True), ('IQ', 'd', 'c', False),
+    ('Maps', 'n\\orth', 'north', True),                                         # backslashes dropped
+]
+
+
+@pytest.mark.parametrize('task, answer, label, expected', CASES)
+def test_task_rules(task, answer, label, expected):
+    assert correct(task, out(answer), label) is expected
+
+
+def test_every_task_has_cases_and_spec_entries():
+    assert {c[0] for c in CASES} == set(SPEC['tasks'])
+    assert set(SPEC['naive_baselines']) == set(SPEC['tasks']) == set(SPEC['prompt']['appendix_task'])
+
+
+def test_relative_tolerance_uses_absolute_label():
+    assert score.within(-97.0, -100.0, relative=0.03)
+    assert not score.within(-110.0, -100.0, relative=0.03)
+
+
+# ---------------------------------------------------------------- baselines and ERP
+
+def test_baselines_per_kind():
+    assert score.baseline_accuracy('Collisions', ['0', '1', '1'], SPEC) == 0.5
+    assert score.baseline_accuracy('Isomorphism', ['1'] * 4, SPEC) == 0.5
+    assert score.baseline_accuracy('IQ', ['a', 'b', 'c', 'c', 'd'], SPEC) == 0.25     # 4 distinct options
+    assert score.baseline_accuracy('Clocks', ['720', '715', '100', '731'], SPEC) == 0.5   # 720 within 10
+    assert score.baseline_accuracy('RefCoco', ['0, 3', '1', '2,0', '4'], SPEC) == 0.5
+    assert score.baseline_accuracy('Charts', ['(0, 0)', '(1, 2)', '5'], SPEC) == pytest.approx(1 / 3)
+    assert score.baseline_accuracy('EmojiAlgebra', ['0', '5', '7', '0'], SPEC) == 0.5
+    assert score.baseline_prediction('Maps', ['north', 'North', 'south'], SPEC) == 'north'
+    assert score.baseline_accuracy('Maps', ['north', 'North', 'south'], SPEC) == pytest.approx(2 / 3)
+    assert score.baseline_prediction('GeomShape', ['10', '20', '30', '40'], SPEC) == '20'
+    assert score.baseline_accuracy('GeomShape', ['10', '20', '20.5', '40'], SPEC) == 0.5
+    assert score.baseline_accuracy('Maps', [], SPEC) is None
+
+
+def test_erp():
+    assert score.erp(0.75, 0.5) == pytest.approx(50.0)
+    assert score.erp(0.25, 0.5) == pytest.approx(-50.0)
+    assert score.erp(0.9, 1.0) is None
+    assert score.erp(None, 0.5) is None
+
+
+def _rows():
+    rows = []
+    # Collisions: 3 of 4 right (baseline 0.5 -> ERP 50); Maps: 1 of 2, one unparsable; IQ: one inference failure
+    for pred, label in [('1', '1'), ('0', '0'), ('1', '1'), ('1', '0')]:
+        rows.append(dict(task='Collisions', answer=label, **score.score_item('Collisions', out(pred), label, SPEC)))
+    rows.append(dict(task='Maps', answer='north', **score.score_item('Maps', out('north'), 'north', SPEC)))
+    rows.append(dict(task='Maps', answer='south', **score.score_item('Maps', 'no idea', 'south', SPEC)))
+    rows.append(dict(task='IQ', answer='a', **score.score_item('IQ', out('a'), 'a', SPEC)))
+    rows.append(dict(task='IQ', answer='b', **score.score_item('IQ', None, 'b', SPEC)))
+    return rows
+
+
+def test_summary_numbers():
+    summary = score.summarise(_rows(), 'interleaved', SPEC)
+    acc = summary['accuracy']
+    assert list(acc['task']) == ['Collisions', 'Maps', 'IQ']                    # spec task order
+    assert acc['task'] == {'Collisions': 75.0, 'Maps': 50.0, 'IQ': 100.0}
+    assert acc['Overall'] == pytest.approx(75.0)
+    assert acc['micro'] == pytest.approx(100 * 5 / 7, abs=1e-3)
+    assert summary['naive_baseline']['task']['Collisions'] == 50.0
+    assert summary['naive_baseline']['task']['Maps'] == 50.0                   # majority tie -> 1 of 2
+    assert summary['naive_baseline']['task']['IQ'] == 50.0                     # one label seen -> c = 2
+    assert summary['erp']['task'] == {'Collisions': 50.0, 'Maps': 0.0, 'IQ': 100.0}
+    assert summary['erp']['Overall'] == pytest.approx(50.0)
+    assert summary['counts']['inference_failures'] == 1
+    assert summary['counts']['parse_failures'] == {score.NO_JSON: 1}
+    assert summary['counts']['task']['IQ'] == {'items': 2, 'scored': 1}
+    assert summary['input_mode'] == 'interleaved'
+
+
+def test_report_files(tmp_path):
+    summary = score.summarise(_rows(), 'composite', SPEC)
+    paths = report.write_report(summary, tmp_path / 'M_ReMI', 'M')
+    saved = json.loads(paths['score'].read_text())
+    assert set(saved) >= {'accuracy', 'naive_baseline', 'erp', 'input_mode'}
+    assert saved['input_mode'] == 'composite'
+    table = paths['markdown'].read_text()
+    assert '| Collisions | 4 | 75.0 | 50.0 | 50.0 |' in table and '| Overall |' in table
+    assert paths['csv'].read_text().splitlines()[0] == 'Task,Items,Accuracy,Naive baseline,ERP'
+    assert paths['plot'].stat().st_size > 5000

@@ -1,0 +1,311 @@
+"""Published results (dataset_specs/published/<bench>.yaml) next to ours: load, map, compare (pure; no kit import).
+
+A published spec holds tables in the paper's layout. Each table names its source, a tolerance and its columns;
+each column says where our value sits in a benchmark's `<stem>_score.json` (`ours: [key, key, ...]`, or null
+when the paper's number has no counterpart we can compute). `model_map` maps kit model names to table rows.
+
+    side_by_side_for_run('GRAB', 'GPT4o', 'work/GPT4o/GPT4o_GRAB_score.json')
+writes `<stem>_vs_paper.csv` / `.md` and returns the table (None when the model maps to no published row).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from vlmeval_ext.core.spec import load_spec, spec_dir
+
+PUBLISHED_FOLDER = 'published'
+SIDE_BY_SIDE_COLUMNS = ['table', 'column', 'ours', 'paper', 'diff', 'tolerance', 'flag', 'paper_row',
+                        'verified_by_us', 'source']
+
+
+class PublishedSpecError(ValueError):
+    """A published spec is malformed; the message names the file, table, row and column."""
+
+
+@dataclass
+class Column:
+    name: str
+    ours: tuple | None            # key path into <stem>_score.json; None = not comparable
+    datasets: tuple | None = None  # compare only on these datasets (None = every dataset of the spec)
+    note: str = ''
+
+    def applies_to(self, dataset_name: str) -> bool:
+        return self.ours is not None and (self.datasets is None or dataset_name in self.datasets)
+
+
+@dataclass
+class Row:
+    model: str
+    values: dict                  # column name -> float
+    source: str
+    verified_by_us: bool
+    note: str = ''
+
+
+@dataclass
+class Table:
+    id: str
+    title: str
+    layout: str
+    source: str
+    tolerance: float
+    columns: list
+    rows: list
+
+    def row(self, model: str) -> Row | None:
+        return next((r for r in self.rows if r.model == model), None)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+@dataclass
+class Published:
+    benchmark: str
+    key: str                      # file stem: published/<key>.yaml
+    unit: str
+    datasets: tuple
+    layout_only_datasets: tuple
+    sources: dict
+    tables: list
+    model_map: dict               # kit model name -> {'row', 'correspondence', 'note'}
+    unverified: list = field(default_factory=list)
+
+    def source_text(self, name: str) -> str:
+        """A short citation: the source's label, else its URL, else its key."""
+        src = self.sources.get(name) or {}
+        return str(src.get('label') or src.get('url') or name)
+
+    def rows_named(self, row: str) -> list[tuple[Table, Row]]:
+        return [(t, r) for t in self.tables for r in t.rows if r.model == row]
+
+    def applies_to(self, dataset_name: str) -> bool:
+        return dataset_name in self.datasets or dataset_name in self.layout_only_datasets
+
+
+# ------------------------------------------------------------------------------------------------ loading
+def published_keys() -> list[str]:
+    """Stems of dataset_specs/published/*.yaml."""
+    return sorted(p.stem for p in (spec_dir() / PUBLISHED_FOLDER).glob('*.yaml'))
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
+        raise PublishedSpecError(f'{where}: {value!r} is not a number')
+    return float(value)
+
+
+def parse_published(spec: Mapping, key: str) -> Published:
+    """Validate and convert one parsed published spec; errors name file, table, row and column."""
+    where = f'dataset_specs/{PUBLISHED_FOLDER}/{key}.yaml'
+    for required in ('benchmark', 'unit', 'datasets', 'sources', 'tables'):
+        if required not in spec:
+            raise PublishedSpecError(f'{where}: missing top-level key {required!r}')
+    sources = dict(spec['sources'])
+    tables = []
+    for table_id, t in spec['tables'].items():
+        tw = f'{where} table {table_id}'
+        if t.get('source') not in sources:
+            raise PublishedSpecError(f'{tw}: source {t.get("source")!r} is not one of {sorted(sources)}')
+        columns = []
+        for i, c in enumerate(t.get('columns') or []):
+            if not isinstance(c, dict) or 'name' not in c or 'ours' not in c:
+                raise PublishedSpecError(f'{tw} column {i}: needs name and ours (a key path or null)')
+            ours = c['ours']
+            if ours is not None and (not isinstance(ours, list) or not ours or not all(isinstance(k, str) for k in ours)):
+                raise PublishedSpecError(f'{tw} column {c["name"]}: ours must be a list of keys or null, got {ours!r}')
+            columns.append(Column(str(c['name']), tuple(ours) if ours else None,
+                                  tuple(c['datasets']) if c.get('datasets') else None, str(c.get('note', ''))))
+        if not columns:
+            raise PublishedSpecError(f'{tw}: no columns')
+        names = [c.name for c in columns]
+        if len(set(names)) != len(names):
+            raise PublishedSpecError(f'{tw}: duplicate column names {names}')
+        rows = []
+        for r in t.get('rows') or []:
+            model = r.get('model')
+            values = r.get('values')
+            if not model or not isinstance(values, list):
+                raise PublishedSpecError(f'{tw}: each row needs model and a values list, got {r!r}')
+            if len(values) != len(columns):
+                raise PublishedSpecError(f'{tw} row {model}: {len(values)} values for {len(columns)} columns {names}')
+            src = r.get('source', t['source'])
+            if src not in sources:
+                raise PublishedSpecError(f'{tw} row {model}: source {src!r} is not one of {sorted(sources)}')
+            rows.append(Row(str(model), {n: _number(v, f'{tw} row {model} column {n}') for n, v in zip(names, values)},
+                            src, bool(r.get('verified_by_us', t.get('verified_by_us', False))), str(r.get('note', ''))))
+        if len({r.model for r in rows}) != len(rows):
+            raise PublishedSpecError(f'{tw}: duplicate row names')
+        tables.append(Table(table_id, str(t.get('title', table_id)), str(t.get('layout', table_id)), t['source'],
+                            _number(t.get('tolerance'), f'{tw} tolerance'), columns, rows))
+    model_map = {}
+    known_rows = {r.model for t in tables for r in t.rows}
+    for kit_name, entry in (spec.get('model_map') or {}).items():
+        entry = {'row': entry} if isinstance(entry, str) else dict(entry)
+        if entry.get('row') not in known_rows:
+            raise PublishedSpecError(f'{where} model_map {kit_name}: row {entry.get("row")!r} is in no table '
+                                     f'(rows: {sorted(known_rows)})')
+        entry.setdefault('correspondence', 'assumed')
+        entry.setdefault('note', '')
+        model_map[str(kit_name)] = entry
+    return Published(str(spec['benchmark']), key, str(spec['unit']), tuple(spec['datasets']),
+                     tuple(spec.get('layout_only_datasets') or ()), sources, tables, model_map,
+                     list(spec.get('unverified') or []))
+
+
+def load_published(key: str) -> Published:
+    """dataset_specs/published/<key>.yaml, validated (key: rbench, grab, remi, rococo)."""
+    return parse_published(load_spec(f'{PUBLISHED_FOLDER}/{key}'), key)
+
+
+def published_for_dataset(dataset_name: str) -> Published | None:
+    """The published spec whose datasets (or layout-only datasets) include `dataset_name`."""
+    for key in published_keys():
+        pub = load_published(key)
+        if pub.applies_to(dataset_name):
+            return pub
+    return None
+
+
+def map_model(pub: Published, model_name: str) -> dict | None:
+    """{'row', 'correspondence', 'note'} for a kit model name, or None when it maps to no published row."""
+    return pub.model_map.get(model_name)
+
+
+# ------------------------------------------------------------------------------------------ our numbers
+def value_at(score: Mapping, path: Sequence[str]):
+    """The number at a key path of a score dict; None when any key is absent or the value is null."""
+    node = score
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    if node is None:
+        return None
+    if isinstance(node, bool) or not isinstance(node, (int, float)):
+        raise ValueError(f'score path {".".join(path)} holds {node!r}, not a number')
+    return float(node)
+
+
+def our_row(table: Table, score: Mapping, dataset_name: str) -> dict:
+    """Our value for every column of a published table (None where not comparable or not computed)."""
+    return {c.name: value_at(score, c.ours) if c.applies_to(dataset_name) else None for c in table.columns}
+
+
+def read_score_json(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding='utf-8'))
+    except ValueError as err:
+        raise ValueError(f'{path}: not valid JSON ({err})') from None
+    if not isinstance(data, dict):
+        raise ValueError(f'{path}: expected a JSON object, got {type(data).__name__}')
+    return data
+
+
+# ------------------------------------------------------------------------------------------ side by side
+def side_by_side_rows(pub: Published, score: Mapping, dataset_name: str, paper_row: str) -> list[dict]:
+    """One record per (table, column) of every table holding `paper_row`: ours, paper, diff = ours - paper,
+    flag when |diff| > the table's tolerance. Paper-only columns (ours null) are kept with an empty diff."""
+    comparable = dataset_name in pub.datasets
+    records = []
+    for table, row in pub.rows_named(paper_row):
+        ours = our_row(table, score, dataset_name) if comparable else {c: None for c in table.column_names}
+        for col in table.columns:
+            paper, mine = row.values[col.name], ours[col.name]
+            diff = None if mine is None else mine - paper
+            records.append({'table': table.id, 'column': col.name, 'ours': mine, 'paper': paper, 'diff': diff,
+                            'tolerance': table.tolerance,
+                            'flag': diff is not None and abs(diff) > table.tolerance + 1e-12,
+                            'paper_row': paper_row, 'verified_by_us': row.verified_by_us,
+                            'source': pub.source_text(row.source)})
+    return records
+
+
+def _fmt(v, unit: str) -> str:
+    if v is None:
+        return '-'
+    if unit == 'fraction':
+        return f'{v:.4f}'
+    return f'{v:.1f}' if abs(v - round(v, 1)) < 1e-9 else f'{v:.2f}'   # keep published 2-decimal values
+
+
+def _fmt_diff(v, unit: str, flagged: bool) -> str:
+    if v is None:
+        return '-'
+    text = f'{v:+.4f}' if unit == 'fraction' else f'{v:+.1f}'
+    return f'**{text} !**' if flagged else text
+
+
+def side_by_side_markdown(pub: Published, records: Sequence[Mapping], model_name: str, mapping: Mapping) -> str:
+    """Per table, the paper's layout with three lines: ours, paper, difference (flagged cells in bold, '!')."""
+    lines = [f'# {pub.benchmark}: {model_name} vs the published row "{mapping["row"]}"', '']
+    if mapping.get('correspondence') != 'exact':
+        lines += [f'Model correspondence is {mapping.get("correspondence")}: {mapping.get("note") or "see model_map"}.', '']
+    by_table: dict[str, list] = {}
+    for rec in records:
+        by_table.setdefault(rec['table'], []).append(rec)
+    tables = {t.id: t for t in pub.tables}
+    n_flagged = sum(1 for r in records if r['flag'])
+    for table_id, recs in by_table.items():
+        table = tables[table_id]
+        cols = [r['column'] for r in recs]
+        lines.append(f'## {table.title}')
+        lines.append('')
+        lines.append(f'Source: {recs[0]["source"]}. Tolerance: +/-{table.tolerance:g} per cell ({pub.unit}).')
+        unverified = sorted({r['source'] for r in recs if not r['verified_by_us']})
+        if unverified:
+            lines.append(f'Not verified by us (quoted from {", ".join(unverified)}).')
+        lines.append('')
+        lines.append('| | ' + ' | '.join(cols) + ' |')
+        lines.append('|---|' + '---|' * len(cols))
+        lines.append(f'| ours ({model_name}) | ' + ' | '.join(_fmt(r['ours'], pub.unit) for r in recs) + ' |')
+        lines.append(f'| paper ({mapping["row"]}) | ' + ' | '.join(_fmt(r['paper'], pub.unit) for r in recs) + ' |')
+        lines.append('| difference | ' + ' | '.join(_fmt_diff(r['diff'], pub.unit, r['flag']) for r in recs) + ' |')
+        notes = [f'{c.name}: {c.note}' for c in table.columns if c.note]
+        if notes:
+            lines += [''] + [f'- {n}' for n in notes]
+        lines.append('')
+    lines.append(f'{n_flagged} cell(s) outside tolerance.' if n_flagged else 'All compared cells within tolerance.')
+    return '\n'.join(lines) + '\n'
+
+
+def stem_of_score_json(score_json_path: str | Path) -> str:
+    text = str(score_json_path)
+    suffix = '_score.json'
+    if not text.endswith(suffix):
+        raise ValueError(f'{score_json_path}: expected a <stem>_score.json file')
+    return text[:-len(suffix)]
+
+
+def side_by_side_for_run(dataset_name: str, model_name: str, score_json_path: str | Path, verbose: bool = True):
+    """After an evaluation: when `model_name` maps to a published row of `dataset_name`'s benchmark, write
+    `<stem>_vs_paper.csv` and `<stem>_vs_paper.md` beside the score file, print the Markdown, and return the
+    side-by-side DataFrame (columns SIDE_BY_SIDE_COLUMNS). Otherwise return None and write nothing."""
+    import pandas as pd
+
+    pub = published_for_dataset(dataset_name)
+    if pub is None or dataset_name not in pub.datasets:
+        return None
+    mapping = map_model(pub, model_name)
+    if mapping is None:
+        return None
+    score = read_score_json(score_json_path)
+    records = side_by_side_rows(pub, score, dataset_name, mapping['row'])
+    if not any(r['ours'] is not None for r in records):
+        return None
+    df = pd.DataFrame(records, columns=SIDE_BY_SIDE_COLUMNS)
+    df.insert(0, 'model', model_name)
+    df.insert(0, 'dataset', dataset_name)
+    stem = stem_of_score_json(score_json_path)
+    df.to_csv(f'{stem}_vs_paper.csv', index=False)
+    text = side_by_side_markdown(pub, records, model_name, mapping)
+    Path(f'{stem}_vs_paper.md').write_text(text, encoding='utf-8')
+    if verbose:
+        print(text)
+    return df

@@ -1,0 +1,1 @@
+"""GRAB (Roberts et al. 2024): graph-analysis questions with official, normalized and LLM-extracted scoring."""

@@ -1,0 +1,264 @@
+"""GRAB official source -> kit TSV (index, pid, question, answer, task, category, complexity, image base64 PNG).
+
+Sources (dataset_specs/grab.yaml `sources`):
+  * the Hugging Face hub, `jonathan-roberts1/GRAB` split `GRAB` (needs `datasets` and network);
+  * `--from DIR` holding the manual-download layout (DIR/grab.json + DIR/images/<pid>.png);
+  * `--from DIR` holding a dataset saved with `datasets.Dataset.save_to_disk`.
+
+Usage: python -m vlmeval_ext.grab.data [--from DIR] [--out GRAB.tsv] [--max-side 2048] [--limit N] [--workers N]
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import io
+import json
+import os
+import sys
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from vlmeval_ext.core.spec import load_spec
+
+# Tall base64 cells: the csv module's default field limit (128 KiB) is far below one encoded plot.
+csv.field_size_limit(sys.maxsize)
+
+
+class GrabDataError(ValueError):
+    """Bad GRAB source data; the message names the file, the row and the column."""
+
+
+def _spec() -> dict:
+    return load_spec('grab')
+
+
+# ----------------------------------------------------------------------------------------------- records
+
+_FIELD_TYPES = {'pid': int, 'question': str, 'answer': str, 'task': str, 'category': str, 'complexity': int}
+
+
+def validate_record(record: dict, where: str) -> dict:
+    """Check one question record's columns and types; return the fields the TSV needs."""
+    spec = _spec()
+    missing = [c for c in spec['source_columns'] if c not in record]
+    if missing:
+        raise GrabDataError(f'{where}: missing column(s) {missing}')
+    clean = {}
+    for column, kind in _FIELD_TYPES.items():
+        value = record[column]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise GrabDataError(f'{where}, column {column!r}: expected {kind.__name__}, got {value!r}')
+        clean[column] = value
+    for column in ('question', 'answer'):
+        if not clean[column].strip():
+            raise GrabDataError(f'{where}, column {column!r}: empty')
+    if clean['task'] not in spec['tasks']:
+        raise GrabDataError(f'{where}, column "task": {clean["task"]!r} is not one of {list(spec["tasks"])}')
+    if clean['category'] not in spec['categories']:
+        raise GrabDataError(f'{where}, column "category": unknown category {clean["category"]!r}')
+    if clean['complexity'] not in spec['complexities']:
+        raise GrabDataError(f'{where}, column "complexity": {clean["complexity"]} outside {spec["complexities"]}')
+    clean['image'] = record['image']
+    return clean
+
+
+def read_grab_json(path: str | Path) -> list[dict]:
+    """The question records of grab.json (dict keyed "0".."N-1"), validated, in key order."""
+    path = Path(path)
+    try:
+        with open(path, encoding='utf-8') as f:
+            raw = json.load(f)
+    except json.JSONDecodeError as err:
+        raise GrabDataError(f'{path}: not valid JSON ({err})') from err
+    if not isinstance(raw, dict):
+        raise GrabDataError(f'{path}: expected an object keyed "0".."N-1", got {type(raw).__name__}')
+    records = []
+    for key in sorted(raw, key=lambda k: int(k) if str(k).isdigit() else -1):
+        if not str(key).isdigit():
+            raise GrabDataError(f'{path}: row key {key!r} is not a number')
+        if not isinstance(raw[key], dict):
+            raise GrabDataError(f'{path}, row {key}: expected an object, got {type(raw[key]).__name__}')
+        records.append(validate_record(raw[key], f'{path}, row {key}'))
+    return records
+
+
+# ------------------------------------------------------------------------------------------------- images
+
+
+def prepare_image(image, max_side: int | None = None):
+    """RGB copy of a plot: alpha composited onto the spec's background, long side capped (never upscaled)."""
+    from PIL import Image
+
+    spec = _spec()['image']
+    max_side = spec['max_long_side'] if max_side is None else max_side
+    if image.mode in ('RGBA', 'LA') or (image.mode == 'P' and 'transparency' in image.info):
+        rgba = image.convert('RGBA')
+        background = Image.new('RGBA', rgba.size, tuple(spec['background']) + (255,))
+        image = Image.alpha_composite(background, rgba)
+    image = image.convert('RGB')
+    if max_side and max(image.size) > max_side:
+        scale = max_side / max(image.size)
+        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+        image = image.resize(size, Image.LANCZOS)
+    return image
+
+
+def encode_image(image, max_side: int | None = None) -> str:
+    """Base64 PNG of the prepared image (lossless: thin lines and tick labels must survive)."""
+    buffer = io.BytesIO()
+    prepare_image(image, max_side).save(buffer, format='PNG', optimize=False)
+    return base64.b64encode(buffer.getvalue()).decode('ascii')
+
+
+# ------------------------------------------------------------------------------------------------ sources
+
+
+def _manual_source(root: Path) -> tuple[list[dict], Callable[[dict], object]]:
+    from PIL import Image
+
+    records = read_grab_json(root / 'grab.json')
+
+    def open_image(record):
+        path = root / record['image']
+        if not path.is_file():
+            raise GrabDataError(f'{root / "grab.json"}, pid {record["pid"]}, column "image": no file {path} '
+                                f'(unzip images.zip into {root})')
+        with Image.open(path) as img:
+            img.load()
+            return img
+    return records, open_image
+
+
+def _hf_records(dataset, where: str) -> tuple[list[dict], Callable[[dict], object]]:
+    """Records + image getter from a `datasets.Dataset` whose rows carry `decoded_image` (PIL)."""
+    image_feature = _spec()['sources']['huggingface']['image_feature']
+    if image_feature not in dataset.column_names:
+        raise GrabDataError(f'{where}: no column {image_feature!r} (columns: {dataset.column_names})')
+    # Read the text columns without decoding every image up front.
+    text = dataset.remove_columns([image_feature]).to_list()
+    records = [validate_record(row, f'{where}, row {i}') for i, row in enumerate(text)]
+    positions = {record['pid']: i for i, record in enumerate(records)}
+
+    def open_image(record):
+        image = dataset[positions[record['pid']]][image_feature]
+        if image is None:
+            raise GrabDataError(f'{where}, pid {record["pid"]}, column {image_feature!r}: no image')
+        return image
+    return records, open_image
+
+
+def load_source(source_dir: str | Path | None = None) -> tuple[list[dict], Callable[[dict], object]]:
+    """(records, image getter) from DIR (manual layout or saved HF dataset) or, without DIR, the HF hub."""
+    if source_dir is None:
+        try:
+            from datasets import load_dataset
+        except ImportError as err:
+            raise GrabDataError('loading GRAB from the Hugging Face hub needs `pip install datasets`; or download '
+                                'grab.json + images.zip by hand and pass --from DIR') from err
+        hf = _spec()['sources']['huggingface']
+        dataset = load_dataset(hf['repo'], split=hf['split'])
+        return _hf_records(dataset, f'hf://{hf["repo"]} split {hf["split"]}')
+    root = Path(source_dir)
+    if (root / 'grab.json').is_file():
+        return _manual_source(root)
+    if (root / 'dataset_info.json').is_file() or (root / 'state.json').is_file():
+        try:
+            from datasets import load_from_disk
+        except ImportError as err:
+            raise GrabDataError(f'{root} is a saved Hugging Face dataset: reading it needs `pip install datasets`') \
+                from err
+        return _hf_records(load_from_disk(str(root)), str(root))
+    raise GrabDataError(f'{root}: neither the manual layout (grab.json + images/) nor a saved HF dataset '
+                        f'(dataset_info.json / state.json)')
+
+
+# -------------------------------------------------------------------------------------------------- TSV
+
+
+def tsv_rows(records: Iterable[dict], open_image: Callable[[dict], object], max_side: int | None = None,
+             progress: bool = True, workers: int | None = None) -> Iterator[dict]:
+    """Kit TSV rows in record order; `index` is the pid (stable across subsets).
+
+    Images are decoded, composited, resized and PNG-encoded in threads (Pillow releases the GIL for these),
+    with a bounded window so only a few full-size (~110 MB) images are in memory at once.
+    """
+    from tqdm import tqdm
+
+    records = list(records)
+    workers = workers or min(8, os.cpu_count() or 1)
+
+    def build(record):
+        row = {k: record[k] for k in ('pid', 'question', 'answer', 'task', 'category', 'complexity')}
+        return {'index': record['pid'], **row, 'image': encode_image(open_image(record), max_side)}
+
+    with ThreadPoolExecutor(max_workers=workers) as pool, \
+            tqdm(total=len(records), desc='GRAB images', disable=not progress) as bar:
+        window: deque = deque()
+        for record in records:
+            window.append(pool.submit(build, record))
+            if len(window) >= 2 * workers:
+                yield window.popleft().result()
+                bar.update(1)
+        while window:
+            yield window.popleft().result()
+            bar.update(1)
+
+
+def write_tsv(rows: Iterable[dict], out_path: str | Path) -> int:
+    """Stream rows to a tab-separated file in the spec's column order; return the row count."""
+    columns = _spec()['tsv_columns']
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    tmp = out_path.with_suffix(out_path.suffix + '.part')
+    with open(tmp, 'w', encoding='utf-8', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=columns, delimiter='\t', quoting=csv.QUOTE_MINIMAL)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(row)
+            count += 1
+    tmp.replace(out_path)  # a crash never leaves a half-written GRAB.tsv for the kit to pick up
+    return count
+
+
+def default_tsv_path() -> Path:
+    """Where the kit looks for datasets: $LMUData, else ~/LMUData (same rule as vlmeval.smp.LMUDataRoot)."""
+    return Path(os.environ.get('LMUData', Path.home() / 'LMUData')) / 'GRAB.tsv'
+
+
+def prepare(out_path: str | Path | None = None, source_dir: str | Path | None = None,
+            max_side: int | None = None, limit: int | None = None, progress: bool = True,
+            workers: int | None = None) -> Path:
+    """Build the GRAB kit TSV; returns its path. `limit` keeps the first N questions (for smoke runs)."""
+    records, open_image = load_source(source_dir)
+    expected = _spec()['sources']['expected']['n_items']
+    if limit is None and len(records) != expected:
+        print(f'warning: GRAB source has {len(records)} questions, the official set has {expected}',
+              file=sys.stderr)
+    if limit is not None:
+        records = records[:limit]
+    out_path = Path(out_path) if out_path else default_tsv_path()
+    n = write_tsv(tsv_rows(records, open_image, max_side, progress, workers), out_path)
+    print(f'wrote {n} GRAB questions to {out_path}')
+    return out_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog='python -m vlmeval_ext.grab.data', description=__doc__.split('\n')[0])
+    parser.add_argument('--from', dest='source_dir', help='manual-download DIR (grab.json + images/) or a saved '
+                        'HF dataset; default: the Hugging Face hub')
+    parser.add_argument('--out', help='output TSV (default: $LMUData/GRAB.tsv)')
+    parser.add_argument('--max-side', type=int, default=None,
+                        help='cap on the long image side in px (default: the spec, 2048; 0 keeps full size)')
+    parser.add_argument('--limit', type=int, default=None, help='first N questions only')
+    parser.add_argument('--workers', type=int, default=None, help='image threads (default: min(8, CPUs))')
+    args = parser.parse_args(argv)
+    prepare(args.out, args.source_dir, args.max_side, args.limit, workers=args.workers)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

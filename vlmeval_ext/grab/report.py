@@ -1,0 +1,147 @@
+"""GRAB aggregation and report files (pure apart from file writing; no kit imports).
+
+Rows are dicts with task, category, complexity and one column per scoring holding 1/0 (correct/wrong) or None
+(not scored: missing response, failed judge call). None is excluded from every mean and counted.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from vlmeval_ext.core.aggregate import count_missing, grouped_mean, is_missing, mean
+from vlmeval_ext.core.spec import load_spec
+
+SCORINGS = ('official', 'normalized', 'llm_extracted')
+DIMENSIONS = ('task', 'category', 'complexity')
+
+
+def _percent(value):
+    return None if value is None else round(100.0 * value, 4)
+
+
+def _percent_groups(groups: Mapping) -> dict:
+    return {str(k): _percent(v) for k, v in groups.items()}
+
+
+def _ordered(rows: Sequence[Mapping], key: str) -> list[Mapping]:
+    """Rows in report order for a dimension: tasks and categories as the spec lists them, complexity numeric."""
+    if key == 'complexity':
+        return sorted(rows, key=lambda r: int(r['complexity']))
+    order = {name: i for i, name in enumerate(load_spec('grab')[{'task': 'tasks', 'category': 'categories'}[key]])}
+    return sorted(rows, key=lambda r: order.get(r[key], len(order)))
+
+
+def summarize(rows: Sequence[Mapping], scoring: str) -> dict:
+    """Percent accuracy for one scoring: Overall (item-weighted), per task, category, complexity, task x complexity."""
+    if scoring not in SCORINGS:
+        raise ValueError(f'unknown GRAB scoring {scoring!r} (known: {", ".join(SCORINGS)})')
+    summary = {'Overall': _percent(mean(r[scoring] for r in rows))}
+    for dim in DIMENSIONS:
+        summary[dim] = _percent_groups(grouped_mean(_ordered(rows, dim), scoring, dim))
+    by_task: dict = {}
+    for row in sorted(_ordered(rows, 'task'), key=lambda r: int(r['complexity'])):
+        by_task.setdefault(row['task'], []).append(row)
+    summary['task x complexity'] = {
+        task: _percent_groups(grouped_mean(task_rows, scoring, 'complexity')) for task, task_rows in by_task.items()}
+    summary['counts'] = {'items': len(rows), 'scored': len(rows) - count_missing(rows, scoring),
+                         'not_scored': count_missing(rows, scoring)}
+    return summary
+
+
+def item_weighted_overall(per_task_percent: Mapping[str, float], task_sizes: Mapping[str, int]) -> float:
+    """Overall accuracy from per-task accuracies, weighting each task by its number of items (the paper's way)."""
+    missing = set(per_task_percent) ^ set(task_sizes)
+    if missing:
+        raise ValueError(f'per-task accuracies and task sizes name different tasks: {sorted(missing)}')
+    total = sum(task_sizes.values())
+    return sum(per_task_percent[t] * task_sizes[t] for t in task_sizes) / total
+
+
+def score_json(rows: Sequence[Mapping], extra_counts: Mapping[str, Mapping] | None = None) -> dict:
+    """{scoring: summary} for every scoring present in the rows (llm_extracted absent without a judge).
+
+    `extra_counts` adds per-scoring failure accounting (e.g. unparsed responses, judge failures).
+    """
+    present = [s for s in SCORINGS if rows and s in rows[0]]
+    result = {s: summarize(rows, s) for s in present}
+    for scoring, counts in (extra_counts or {}).items():
+        if scoring in result:
+            result[scoring]['counts'].update(counts)
+    return result
+
+
+def acc_table(rows: Sequence[Mapping]) -> list[dict]:
+    """Long table in the kit's _acc style: one line per scoring x dimension x group with tot, hit, acc (%)."""
+    present = [s for s in SCORINGS if rows and s in rows[0]]
+    lines = []
+    for scoring in present:
+        groups: list[tuple[str, str, list]] = [('Overall', 'Overall', list(rows))]
+        for dim in DIMENSIONS:
+            buckets: dict = {}
+            for row in _ordered(rows, dim):
+                buckets.setdefault(str(row[dim]), []).append(row)
+            groups += [(dim, g, members) for g, members in buckets.items()]
+        buckets = {}
+        for row in _ordered(_ordered(rows, 'complexity'), 'task'):
+            buckets.setdefault(f'{row["task"]} / {row["complexity"]}', []).append(row)
+        groups += [('task x complexity', g, members) for g, members in buckets.items()]
+        for dim, group, members in groups:
+            scored = [m[scoring] for m in members if not is_missing(m[scoring])]
+            lines.append({'scoring': scoring, 'dimension': dim, 'group': group, 'tot': len(members),
+                          'not_scored': len(members) - len(scored), 'hit': int(sum(scored)),
+                          'acc': _percent(sum(scored) / len(scored)) if scored else None})
+    return lines
+
+
+def write_reports(rows: Sequence[Mapping], stem: str | Path, extra_counts: Mapping | None = None) -> dict:
+    """Write <stem>_score.json, <stem>_acc.csv and <stem>_complexity.png; return the score dict."""
+    import pandas as pd  # local: only report writing needs pandas
+
+    stem = str(stem)
+    scores = score_json(rows, extra_counts)
+    with open(f'{stem}_score.json', 'w', encoding='utf-8') as f:
+        json.dump(scores, f, indent=2)
+    pd.DataFrame(acc_table(rows)).to_csv(f'{stem}_acc.csv', index=False)
+    plot_complexity(scores, f'{stem}_complexity.png')
+    return scores
+
+
+def plot_complexity(scores: Mapping, path: str | Path) -> None:
+    """Accuracy against complexity, one line per task, one panel per scoring (properties is complexity 0 only)."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    scorings = list(scores)
+    fig, axes = plt.subplots(1, len(scorings), figsize=(5 * len(scorings), 4), squeeze=False, sharey=True)
+    for ax, scoring in zip(axes[0], scorings):
+        for task, by_complexity in scores[scoring]['task x complexity'].items():
+            points = [(int(c), v) for c, v in by_complexity.items() if v is not None]
+            if points:
+                xs, ys = zip(*sorted(points))
+                ax.plot(xs, ys, marker='o', label=task)
+        ax.set_title(f'GRAB {scoring} (Overall {scores[scoring]["Overall"]:.1f}%)'
+                     if scores[scoring]['Overall'] is not None else f'GRAB {scoring}')
+        ax.set_xlabel('complexity')
+        ax.set_xticks(range(10))
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel('accuracy (%)')
+    axes[0][-1].legend(title='task')
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def task_table(scores: Mapping) -> 'pd.DataFrame':
+    """The paper's layout: one row per scoring, columns Properties/Functions/Series/Transforms/Overall (%)."""
+    import pandas as pd
+
+    columns = {'properties': 'Properties', 'function': 'Functions', 'series': 'Series', 'transform': 'Transforms'}
+    table = {}
+    for scoring, summary in scores.items():
+        row = {label: summary['task'].get(task) for task, label in columns.items()}
+        row['Overall'] = summary['Overall']
+        row['n scored'] = summary['counts']['scored']
+        table[scoring] = row
+    return pd.DataFrame.from_dict(table, orient='index').round(1)

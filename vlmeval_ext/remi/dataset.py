@@ -1,0 +1,93 @@
+"""ReMI as a VLMEvalKit dataset (thin: prompts, scoring and reports live in prompt.py / score.py / report.py).
+
+Dataset names carry the input mode, so it is chosen explicitly, lands in the result file names and is recorded
+in <stem>_score.json:
+  ReMI / ReMI_DEMO                      interleaved (the paper's setting; models with INTERLEAVE = True)
+  ReMI_labelled / ReMI_DEMO_labelled    all images after the text, each preceded by "Image K:"
+  ReMI_composite / ReMI_DEMO_composite  one tiled image with captions (INTERLEAVE = False models, which
+                                        otherwise see only the first image)
+`prompt.dataset_name_for(split, model)` picks the name for a model. All three modes share one TSV per split.
+"""
+from __future__ import annotations
+
+import json
+import os
+import os.path as osp
+
+import pandas as pd
+
+from vlmeval_ext.core.dataset import ExtImageDataset, lmu_data_root, tsv_path, write_dataset_tsv
+from vlmeval_ext.core.io import load_predictions, stem_path, write_json
+
+from . import data as remi_data
+from . import prompt as remi_prompt
+from . import report as remi_report
+from . import score as remi_score
+
+NAMES = remi_prompt.dataset_names()
+
+
+class ReMI(ExtImageDataset):
+    TYPE = 'VQA'
+    SPEC = 'remi'
+    DATASET_URL = {name: '' for name, (split, _) in NAMES.items() if split == 'ReMI'}
+    DATASET_MD5 = {'ReMI_DEMO': 'c24914e5ecae62ad5e1b4db8534d986b'}   # the shipped demo TSV (split name: all three modes read it)
+    DEMO_DATASETS = {name: 'remi/demo/ReMI_DEMO.tsv' for name, (split, _) in NAMES.items() if split == 'ReMI_DEMO'}
+    REQUIRED_COLUMNS = ('index', 'question', 'answer', 'task', 'image')
+
+    @property
+    def input_mode(self) -> str:
+        return NAMES[self.dataset_name][1]
+
+    def load_data(self, dataset):
+        split = NAMES[dataset][0]
+        self.data_path = tsv_path(split)            # the three modes read the same split TSV
+        return super().load_data(split)
+
+    def post_build(self, dataset):
+        self.img_root = osp.join(lmu_data_root(), 'images', NAMES[dataset][0])
+
+    @classmethod
+    def prepare(cls, name, source_dir=None) -> str:
+        split = NAMES[name][0]
+        if split != 'ReMI':
+            raise ValueError(f'{name} ships with the package; prepare builds ReMI from the official parquet')
+        files = remi_data.find_split_files(source_dir) if source_dir else [remi_data.download_split('test')]
+        return write_dataset_tsv(remi_data.convert_files(files), split)
+
+    @classmethod
+    def naive_prediction(cls, prompt_text: str, dataset: str) -> str:
+        # The prompt does not say its task unambiguously, so the reference model answers one constant ("0", the
+        # EmojiAlgebra/RefCoco baseline). The per-task naive baselines of the spec are computed in evaluate.
+        return json.dumps({'explanation': 'naive baseline', 'answer': '0'})
+
+    def build_prompt(self, line):
+        if isinstance(line, int):
+            line = self.data.iloc[line]
+        paths = self.dump_image(line)
+        composite = osp.join(self.img_root, f'{line["index"]}_composite.png')
+        return remi_prompt.build_message(str(line['question']), str(line['task']), paths, self.input_mode,
+                                         composite_path=composite)
+
+    def evaluate(self, eval_file, **judge_kwargs):
+        """Rule-based (no judge). Writes <stem>_score.json, _items.tsv, _tasks.{md,csv,png}; returns the summary."""
+        preds = load_predictions(eval_file, required=('index', 'prediction', 'answer', 'task'))
+        markers = [m for m in getattr(self, 'INFER_FAIL_MARKERS', ()) if m]
+        rows = []
+        for row in preds.itertuples(index=False):
+            result = remi_score.score_item(str(row.task), row.prediction, str(row.answer), fail_markers=markers)
+            rows.append({'index': row.index, 'task': str(row.task), 'answer': str(row.answer), **result})
+        summary = remi_score.summarise(rows, self.input_mode)
+        pd.DataFrame(rows).to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
+        write_json(summary, stem_path(eval_file, '_score.json'))
+        stem = stem_path(eval_file, '')
+        model_name = osp.basename(stem).split(f'_{self.dataset_name}')[0]
+        remi_report.write_report(summary, stem, model_name, plot=os.environ.get('REMI_NO_PLOT') != '1')
+        spec = remi_prompt._spec()['prompt']
+        self.manifest_extra = {
+            'input_mode': self.input_mode,
+            'prompts': {'appendix_common': spec['appendix_common'], **spec['appendix_task']},
+            'counts': {'infer_failed': summary['counts']['inference_failures'],
+                       'unparsable': sum(summary['counts']['parse_failures'].values())}}
+        print(remi_report.markdown_table(summary, model_name))
+        return summary

@@ -1,0 +1,73 @@
+"""ReMI report: <stem>_score.json, a per-task table (Markdown + CSV) and a model-vs-baseline bar chart."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+TABLE_HEADER = ['Task', 'Items', 'Accuracy', 'Naive baseline', 'ERP']
+
+
+def _fmt(x, digits=1):
+    return '-' if x is None else f'{x:.{digits}f}'
+
+
+def table_rows(summary: dict) -> list[list]:
+    acc, base, erps = summary['accuracy'], summary['naive_baseline'], summary['erp']
+    counts = summary['counts']['task']
+    rows = [[t, counts[t]['scored'], acc['task'][t], base['task'][t], erps['task'][t]] for t in acc['task']]
+    rows.append(['Overall', summary['counts']['scored'], acc['Overall'], base['Overall'], erps['Overall']])
+    return rows
+
+
+def markdown_table(summary: dict, model_name: str = '') -> str:
+    title = f'ReMI{" - " + model_name if model_name else ""} (percent; input mode: {summary["input_mode"]}; ' \
+            f'micro accuracy {_fmt(summary["accuracy"]["micro"])})'
+    lines = [title, '', '| ' + ' | '.join(TABLE_HEADER) + ' |', '|' + '---|' * len(TABLE_HEADER)]
+    for task, n, a, b, e in table_rows(summary):
+        lines.append(f'| {task} | {n} | {_fmt(a)} | {_fmt(b)} | {_fmt(e)} |')
+    failures = summary['counts']
+    lines += ['', f'Inference failures (excluded): {failures["inference_failures"]}; '
+                  f'unparsable outputs (scored wrong): {failures["parse_failures"] or "none"}']
+    return '\n'.join(lines) + '\n'
+
+
+def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model') -> Path:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    tasks = list(summary['accuracy']['task'])
+    model = [summary['accuracy']['task'][t] or 0.0 for t in tasks]
+    base = [summary['naive_baseline']['task'][t] or 0.0 for t in tasks]
+    xs = range(len(tasks))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(tasks) + 2), 4.2))
+    width = 0.4
+    ax.bar([x - width / 2 for x in xs], model, width, label=model_name, color='#3b75af')
+    ax.bar([x + width / 2 for x in xs], base, width, label='naive baseline', color='#bbbbbb')
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(tasks, rotation=40, ha='right')
+    ax.set_ylabel('accuracy (%)')
+    ax.set_ylim(0, 100)
+    ax.set_title(f'ReMI per task ({summary["input_mode"]} input)')
+    ax.legend()
+    fig.tight_layout()
+    out = Path(out_path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def write_report(summary: dict, stem: str | Path, model_name: str = 'model', plot: bool = True) -> dict:
+    """Write <stem>_score.json, <stem>_tasks.md, <stem>_tasks.csv and <stem>_tasks.png; return their paths."""
+    import csv
+    stem = str(stem)
+    paths = {'score': Path(f'{stem}_score.json'), 'markdown': Path(f'{stem}_tasks.md'),
+             'csv': Path(f'{stem}_tasks.csv')}
+    paths['score'].write_text(json.dumps(summary, indent=2), encoding='utf-8')
+    paths['markdown'].write_text(markdown_table(summary, model_name), encoding='utf-8')
+    with open(paths['csv'], 'w', newline='', encoding='utf-8') as f:
+        writer = csv.writer(f)
+        writer.writerow(TABLE_HEADER)
+        writer.writerows(table_rows(summary))
+    if plot:
+        paths['plot'] = bar_chart(summary, f'{stem}_tasks.png', model_name)
+    return paths
