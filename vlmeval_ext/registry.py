@@ -49,7 +49,7 @@ def _load(path: str):
 _classes: dict[str, type] = {}
 
 
-def _is_circular(err: ImportError) -> bool:
+def _is_circular(err: Exception) -> bool:
     return 'partially initialized module' in str(err) or 'circular import' in str(err)
 
 
@@ -66,7 +66,13 @@ def _collect_classes() -> bool:
             continue
         try:
             _classes[path] = _load(path)
-        except ImportError as err:
+        except ModuleNotFoundError as err:
+            if not (err.name or '').startswith('vlmeval_ext'):
+                raise
+            # A benchmark module missing from this install: say so loudly; its names stay unknown to the kit.
+            print(f'[vlmeval-ext] WARNING: dataset class {path} is not available: {err}', file=sys.stderr)
+            complete = False
+        except (ImportError, AttributeError) as err:
             if not _is_circular(err):
                 raise
             complete = False
@@ -104,10 +110,19 @@ def register_class(cls) -> None:
     setattr(kit, cls.__name__, cls)
 
 
+_collecting = False
+
+
 def register_datasets() -> None:
-    if 'vlmeval.dataset' in _done:
+    """Register every class we can load now; called again by each new class until all are in."""
+    global _collecting
+    if 'vlmeval.dataset' in _done or _collecting:
         return
-    complete = _collect_classes()
+    _collecting = True
+    try:
+        complete = _collect_classes()
+    finally:
+        _collecting = False
     for cls in _classes.values():
         register_class(cls)
     if complete:

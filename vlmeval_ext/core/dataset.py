@@ -80,7 +80,10 @@ class ExtImageDataset(ImageBaseDataset):
         super().__init_subclass__(**kwargs)
         from vlmeval_ext import registry
         if 'DATASET_URL' in cls.__dict__ and registry.kit_dataset_module_ready():
-            registry.register_class(cls)   # covers a class whose module was mid-import when the kit registered
+            # Covers the import order `import vlmeval_ext.grab.dataset` first: the kit's registration ran while
+            # our modules were half-loaded; each class created afterwards registers itself and the rest.
+            registry.register_class(cls)
+            registry.register_datasets()
         evaluate = cls.__dict__.get('evaluate')
         if evaluate is None or getattr(evaluate, '_writes_manifest', False):
             return
@@ -217,3 +220,13 @@ class ExtImageDataset(ImageBaseDataset):
     def naive_prediction(cls, prompt_text: str, dataset: str) -> str:
         """What this benchmark's naive baseline answers to a prompt (used by the `Naive-Baseline` model)."""
         raise NotImplementedError(f'{cls.__name__} defines no naive baseline')
+
+
+def _register_if_the_kit_loaded_first_through_us() -> None:
+    """`import vlmeval_ext.core.dataset` first: the kit's registration hook ran while this module was half-loaded."""
+    from vlmeval_ext import registry
+    if registry.kit_dataset_module_ready():
+        registry.register_datasets()
+
+
+_register_if_the_kit_loaded_first_through_us()
