@@ -10,10 +10,9 @@ import pytest
 @pytest.fixture(scope='module')
 def kit():
     import vlmeval_ext  # noqa: F401  (installs the post-import hook)
-    kit_names_before = None
     import vlmeval.config as config
     import vlmeval.dataset as dataset
-    return dataset, config, kit_names_before
+    return dataset, config
 
 
 def test_pure_modules_do_not_import_the_kit():
@@ -25,7 +24,7 @@ def test_pure_modules_do_not_import_the_kit():
 
 
 def test_every_class_registered_once_with_its_own_names(kit):
-    dataset, config, _ = kit
+    dataset, config = kit
     from vlmeval_ext.registry import DATASET_CLASS_PATHS, dataset_classes, register_all
     ours = dataset_classes()
     assert len(ours) == len(DATASET_CLASS_PATHS)
@@ -41,7 +40,7 @@ def test_every_class_registered_once_with_its_own_names(kit):
 
 
 def test_no_kit_name_claimed_and_kit_types_unchanged(kit):
-    dataset, _, _ = kit
+    dataset, _ = kit
     from vlmeval_ext.registry import dataset_classes
     ours = set(dataset_classes())
     kit_names = set()

@@ -17,7 +17,7 @@ import pandas as pd
 from vlmeval.dataset.image_base import ImageBaseDataset
 
 from vlmeval_ext.core.io import (DataError, check_unique_index, file_md5, parse_list_cell, read_table,
-                                 require_columns, stem_path)
+                                 require_columns, stem_path, write_kit_tsv)
 
 
 def lmu_data_root() -> str:
@@ -37,17 +37,17 @@ def tsv_path(name: str) -> str:
 
 
 def write_dataset_tsv(df: pd.DataFrame, name: str, out_dir: str | None = None) -> str:
-    """Write `<name>.tsv` the kit's way (tab separated, all quoted) plus a `.md5` sidecar used to detect damage."""
-    import csv
-    out_dir = out_dir or lmu_data_root()
-    os.makedirs(out_dir, exist_ok=True)
-    path = osp.join(out_dir, f'{name}.tsv')
-    tmp = path + '.partial'
-    df.to_csv(tmp, sep='\t', index=False, encoding='utf-8', quoting=csv.QUOTE_ALL)
-    os.replace(tmp, path)
-    with open(path + '.md5', 'w') as f:
-        f.write(file_md5(path) + '\n')
-    return path
+    """Write `<name>.tsv` under $LMUData (or out_dir) the kit's way, with the `.md5` sidecar load_data checks."""
+    return write_kit_tsv(df, osp.join(out_dir or lmu_data_root(), f'{name}.tsv'))
+
+
+def kit_fail_message() -> str | None:
+    """The text the kit's API wrappers put in place of an answer when every call failed (an inference failure)."""
+    import inspect
+
+    from vlmeval.api.base import BaseAPI
+    parameter = inspect.signature(BaseAPI.__init__).parameters.get('fail_msg')
+    return parameter.default if parameter is not None else None
 
 
 def safe_join(root: str, name: str, where: str) -> str:

@@ -70,7 +70,7 @@ def load_predictions(path, required=('index', 'prediction')) -> pd.DataFrame:
 
 
 def parse_list_cell(value, path, row, column) -> list:
-    """A cell holding a list (JSON or Python literal). Never eval()."""
+    """A cell holding a list (JSON or Python literal), parsed as data, never run as code."""
     if isinstance(value, list):
         return value
     if not isinstance(value, str) or not value.strip():
@@ -85,6 +85,19 @@ def parse_list_cell(value, path, row, column) -> list:
             return list(parsed)
         raise DataError(f'{path}: row {row}, column {column!r}: expected a list, got {type(parsed).__name__}')
     raise DataError(f'{path}: row {row}, column {column!r}: not a JSON or Python list: {text[:80]!r}')
+
+
+def write_kit_tsv(df: pd.DataFrame, path: str | os.PathLike) -> str:
+    """The kit's TSV (tab separated, all quoted), written atomically, plus the `.md5` sidecar our loader checks."""
+    import csv
+    path = str(path)
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    tmp = path + '.partial'
+    df.to_csv(tmp, sep='\t', index=False, encoding='utf-8', quoting=csv.QUOTE_ALL)
+    os.replace(tmp, path)
+    with open(path + '.md5', 'w') as f:
+        f.write(file_md5(path) + '\n')
+    return path
 
 
 def stem_path(eval_file, suffix: str) -> str:

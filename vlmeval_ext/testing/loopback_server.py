@@ -62,7 +62,7 @@ def _decode_image(url: str):
         from PIL import Image
         with Image.open(io.BytesIO(raw)) as im:
             size = im.size
-    except Exception as err:  # logged as an unreadable image, the request itself still answers
+    except Exception as err:  # PIL raises many types; the request is answered with HTTP 400
         raise ValueError(f'image in request is not decodable: {err}') from err
     return image_sha1(raw), size
 

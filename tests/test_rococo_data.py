@@ -1,0 +1,174 @@
+"""RoCOCO kit TSVs without the kit: prepare from official-format annotations + generated COCO images, the vector
+codec, retrieval scoring from a predictions table, MCQ choice reading, and the shipped demo's provenance."""
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from vlmeval_ext.core.io import DataError, read_table
+from vlmeval_ext.rococo import data as D
+from vlmeval_ext.rococo import make_demo
+from vlmeval_ext.rococo import protocol as P
+from vlmeval_ext.rococo.__main__ import main as rococo_main
+
+ROWS = [0, 1, 2, 3, 83]          # entry 83 is the first 11-caption entry (6 ground truth)
+
+
+def write_sources(fixtures_dir, tmp_path, rows=ROWS):
+    """Official-format annotation files holding real entries, and a generated COCO root for their images."""
+    ann_dir, coco = tmp_path / 'annotations', tmp_path / 'coco'
+    ann_dir.mkdir()
+    for key in ('clean', 'same_concept'):
+        entries = json.loads((fixtures_dir / 'rococo' / D.ANNOTATION_FILES[key]).read_text())
+        (ann_dir / D.ANNOTATION_FILES[key]).write_text(json.dumps([entries[i] for i in rows]))
+    images = [e['image'] for e in json.loads((ann_dir / 'coco_karpathy_test.json').read_text())]
+    for k, rel in enumerate(images):
+        (coco / rel).parent.mkdir(parents=True, exist_ok=True)
+        arr = np.zeros((48 + 4 * k, 64, 3), np.uint8)
+        arr[..., k % 3] = 50 + 40 * k
+        arr[8:30, 4 * k:20 + 4 * k] = 255
+        Image.fromarray(arr).save(coco / rel, quality=90)
+    return ann_dir, coco
+
+
+def fake_predictions(frame: pd.DataFrame, dim: int = 6, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((len(frame), dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    preds = frame.drop(columns=['image']).copy()
+    preds['prediction'] = [D.encode_vector(v) for v in vectors]
+    return preds, vectors
+
+
+def test_prepare_i2t_and_score_equals_protocol(fixtures_dir, tmp_path, capsys):
+    ann_dir, coco = write_sources(fixtures_dir, tmp_path)
+    assert rococo_main(['prepare', 'RoCOCO-I2T-same_concept', '--ann-dir', str(ann_dir), '--coco-root', str(coco),
+                        '--out-dir', str(tmp_path / 'lmu')]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    frame = read_table(summary['tsv'])
+    ann = P.load_annotation(ann_dir / 'same_concept.json')
+    assert summary['rows'] == len(frame) == 5 + 51 == ann.n_images + ann.n_texts
+    assert frame['index'].tolist() == list(range(len(frame)))
+    assert frame['kind'].tolist() == ['image'] * 5 + ['text'] * 51
+    # image rows carry the COCO file's bytes unchanged, in annotation order
+    for k, row in frame.head(5).iterrows():
+        assert row['source'] == ann.images[k]
+        assert base64.b64decode(row['image']) == (coco / ann.images[k]).read_bytes()
+    texts = frame[frame['kind'] == 'text']
+    assert texts['question'].tolist() == ann.texts                      # normalised, file order
+    assert (texts['ground_truth'] == 'yes').sum() == 5 * 5 + 1          # 4 x 5 + 6 ground-truth captions
+    preds, vectors = fake_predictions(frame)
+    shuffled = preds.sample(frac=1, random_state=1)                     # evaluate sorts by index
+    got = D.score_retrieval(shuffled, 'i2t', 'preds.tsv')
+    assert got['metrics'] == P.score_i2t(ann, vectors[:5], vectors[5:])
+    assert got['n_images'] == 5 and got['n_texts'] == 51 and got['dim'] == 6
+
+
+def test_prepare_t2i_makes_mixed_images_and_scores_per_seed(fixtures_dir, tmp_path, capsys):
+    pytest.importorskip('torch')                                          # make_mixed replays torch's RNG
+    ann_dir, coco = write_sources(fixtures_dir, tmp_path, rows=[0, 1, 2])
+    rococo_main(['prepare', 'RoCOCO-T2I-patch', '--ann-dir', str(ann_dir), '--coco-root', str(coco),
+                 '--mixed-root', str(tmp_path / 'mixed'), '--out-dir', str(tmp_path / 'lmu')])
+    frame = read_table(json.loads(capsys.readouterr().out.strip().splitlines()[-1])['tsv'])
+    images = frame[frame['kind'] == 'image']
+    assert images['seed'].tolist() == [0] * 3 + [1] * 3 + [10] * 3 + [100] * 3
+    assert images['source'].iloc[3] == 'patch_0.9_seed1/' + images['source'].iloc[0].split('/')[-1]
+    assert (tmp_path / 'mixed' / 'patch_0.9_seed100').is_dir()
+    assert base64.b64decode(images['image'].iloc[3]) == (tmp_path / 'mixed' / images['source'].iloc[3]).read_bytes()
+    ann = P.load_annotation(ann_dir / 'coco_karpathy_test.json')
+    preds, v = fake_predictions(frame, seed=3)
+    got = D.score_retrieval(preds, 't2i', 'preds.tsv')
+    per_seed = {str(s): P.score_t2i(ann, np.concatenate([v[:3], v[3 * k:3 * k + 3]]), v[12:])
+                for k, s in ((1, 1), (2, 10), (3, 100))}
+    assert got['per_seed'] == per_seed
+    assert got['metrics'] == P.average_seeds(list(per_seed.values()))
+    table = D.retrieval_table(got)
+    assert table['seed'].tolist() == ['seed 1', 'seed 10', 'seed 100', 'mean']
+
+
+def test_prepare_errors_name_what_is_missing(fixtures_dir, tmp_path, monkeypatch):
+    ann_dir, coco = write_sources(fixtures_dir, tmp_path, rows=[0, 1])
+    monkeypatch.delenv('COCO_ROOT', raising=False)
+    with pytest.raises(DataError, match='COCO_ROOT'):
+        D.resolve_coco_root(None, str(ann_dir))
+    assert D.resolve_coco_root(None, str(coco)) == coco                  # --from folder holding val2014/
+    with pytest.raises(DataError, match='danger.json: RoCOCO annotation not found'):
+        D.frame_for('RoCOCO-I2T-danger', ann_dir, coco)
+    with pytest.raises(DataError, match='unknown RoCOCO dataset'):
+        D.parse_name('RoCOCO-I2T-mix')
+    missing = coco / json.loads((ann_dir / 'same_concept.json').read_text())[1]['image']
+    missing.unlink()
+    with pytest.raises(DataError, match=f'gallery item 1: image .*{missing.name} not found'):
+        D.frame_for('RoCOCO-I2T-same_concept', ann_dir, coco)
+
+
+def test_vector_codec_and_garbled_predictions(fixtures_dir, tmp_path):
+    v = np.random.default_rng(0).standard_normal(7).astype(np.float32)
+    assert np.array_equal(D.decode_vector(D.encode_vector(v), 'x'), v)           # f32 is exact
+    assert np.allclose(D.decode_vector(D.encode_vector(v, 'f16'), 'x'), v, atol=1e-2)
+    cell = D.encode_vector(v)
+    for bad, msg in [('A photo of a dog', 'not an embedding'), (cell[:-8], 'truncated or garbled'),
+                     ('emb:f64:7:AAAA', 'malformed'), ('emb:f32:7:@@@@', 'not valid base64'),
+                     (D.encode_vector(np.array([np.nan, 1.0])), 'NaN'), (float('nan'), 'not an embedding')]:
+        with pytest.raises(DataError, match=msg):
+            D.decode_vector(bad, 'f.tsv: row 9')
+    ann_dir, coco = write_sources(fixtures_dir, tmp_path, rows=[0, 1])
+    preds, _ = fake_predictions(D.frame_for('RoCOCO-I2T-clean', ann_dir, coco))
+    garbled = preds.copy()
+    garbled.loc[4, 'prediction'] = 'Sorry, I cannot help.'
+    with pytest.raises(DataError, match=r"preds.tsv: row 6 \(index 4, text item 2\), column 'prediction'"):
+        D.score_retrieval(garbled, 'i2t', 'preds.tsv')
+    with pytest.raises(DataError, match='not consecutive'):
+        D.score_retrieval(preds.drop(index=5), 'i2t', 'preds.tsv')
+    mixed_dims = preds.copy()
+    mixed_dims.loc[3, 'prediction'] = D.encode_vector(np.ones(4))
+    with pytest.raises(DataError, match='row 5: embedding dim 4 differs'):
+        D.score_retrieval(mixed_dims, 'i2t', 'preds.tsv')
+
+
+def test_mcq_choice_reading_never_guesses():
+    options = {'A': 'a dog on a couch', 'B': 'a cat on a couch', 'C': 'a red bus', 'D': 'two men'}
+
+    def kit_like(reply, choices):          # the kit's contract: a letter, 'Z' (refusal) or False
+        return 'Z' if 'cannot' in reply else next((k for k, v in choices.items() if v in reply.lower()), False)
+
+    assert D.read_choice('(B) a cat', options) == ('B', 'letter')
+    assert D.read_choice('It shows a red bus.', options, kit_like) == ('C', 'kit_can_infer')
+    assert D.read_choice('I cannot tell', options, kit_like) == (None, 'unparsed')      # 'Z' is not an option
+    assert D.read_choice('maybe', options, kit_like) == (None, 'unparsed')
+    assert D.read_choice('  ', options, kit_like) == (None, 'empty')
+    preds = pd.DataFrame({'index': [0, 1, 2, 3, 4], 'question': 'q', **{k: [v] * 5 for k, v in options.items()},
+                          'answer': ['A', 'B', 'C', 'D', 'A'], 'twin': ['B', 'A', 'D', 'C', 'B'],
+                          'prediction': ['A', 'A', 'Failed to obtain answer via API.', np.nan, 'nonsense']})
+    result, items = D.score_mcq(preds, 'p.tsv', kit_like, fail_message='Failed to obtain answer via API.')
+    assert result['accuracy'] == 20.0 and result['twin_rate'] == 20.0
+    assert result['unparsed'] == 3 and result['inference_failed'] == 1 and result['empty'] == 1
+    assert result['chance'] == 25.0 and items['how'].tolist()[2:] == ['inference_failed', 'empty', 'unparsed']
+    bad = preds.assign(twin=['B', 'A', 'D', 'C', 'E'])
+    with pytest.raises(DataError, match="p.tsv: row 6, column 'twin': 'E' is not one of the options"):
+        D.score_mcq(bad, 'p.tsv')
+
+
+def test_shipped_demo_is_rebuilt_from_the_real_file(fixtures_dir, tmp_path):
+    out = make_demo.build(fixtures_dir / 'rococo' / 'same_concept.json', tmp_path / 'demo.tsv')
+    assert open(out, 'rb').read() == make_demo.DEMO_TSV.read_bytes()
+    assert make_demo.DEMO_TSV.stat().st_size < 1_000_000
+    demo = read_table(make_demo.DEMO_TSV)
+    ann = P.load_annotation(fixtures_dir / 'rococo' / 'same_concept.json')
+    assert len(demo) == 24 and 83 in demo['index'].tolist()
+    for row in demo.to_dict('records'):
+        assert row[row['answer']] == ann.texts[ann.ground_truth[row['index']][0]]
+        assert row[row['twin']] == ann.texts[row['twin_text_row']] and not ann.is_ground_truth[row['twin_text_row']]
+
+
+def test_registered_names_follow_the_spec():
+    from vlmeval_ext.core.spec import load_spec
+    spec = load_spec('rococo')
+    assert D.I2T_NAMES == spec['datasets']['i2t'] and D.T2I_NAMES == spec['datasets']['t2i']
+    assert D.MCQ_NAMES == spec['datasets']['mcq'] and make_demo.DEMO_NAME == spec['datasets']['demo']
+    assert list(D.MIX_SEEDS) == spec['mixing']['seeds'] and D.MIX_LAM == spec['mixing']['lam']

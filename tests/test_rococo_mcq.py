@@ -1,0 +1,103 @@
+"""RoCOCO-MCQ recast (pure): options from the real attack files, determinism, letter parsing, twin rate."""
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from vlmeval_ext.rococo import mcq as Q
+from vlmeval_ext.rococo import protocol as P
+
+
+@pytest.fixture(scope='module')
+def same_concept(fixtures_dir):
+    return P.load_annotation(fixtures_dir / 'rococo' / 'same_concept.json')
+
+
+def test_items_from_real_file(same_concept):
+    ann = same_concept
+    eleven = [i for i, g in enumerate(ann.ground_truth) if len(g) == 6][:2]
+    items = Q.build_items(ann, 'same_concept', rows=list(range(200)) + eleven)
+    assert len(items) == 202
+    for it in items:
+        opts = [it[c] for c in 'ABCD']
+        assert len(set(opts)) == 4 or opts.count(it[it['answer']]) == 1
+        assert it[it['answer']] == ann.texts[ann.ground_truth[it['index']][0]]
+        assert ann.twin_of[it['twin_text_row']] == it['answer_text_row'] and it['twin'] != it['answer']
+        assert it[it['answer']] == it[it['answer']].lower()            # normalised: no case/punctuation cue
+    # the correct letter is spread over the options, not always first
+    counts = collections.Counter(it['answer'] for it in items)
+    assert set(counts) == set('ABCD') and max(counts.values()) < 0.4 * len(items)
+    again = Q.build_items(ann, 'same_concept', rows=[5, 150])
+    assert again == [items[5], items[150]]                             # an item does not depend on the others
+    assert Q.build_items(ann, 'same_concept', seed=7, rows=[5]) != [items[5]]
+    text = Q.prompt_text(items[0])
+    assert text.count('\n') == 6 and f'A. {items[0]["A"]}' in text
+
+
+def test_clean_file_is_refused(fixtures_dir):
+    clean = P.load_annotation(fixtures_dir / 'rococo' / 'coco_karpathy_test.json')
+    with pytest.raises(ValueError, match='needs an attack file'):
+        Q.build_items(clean, 'clean', rows=[0])
+
+
+@pytest.mark.parametrize('reply,letter', [('B', 'B'), ('b.', 'B'), ('(C) a dog', 'C'), ('Answer: D', 'D'),
+                                          ('answer is A', 'A'), ('E', None), ('I think so', None),
+                                          ('Dog', None), (None, None)])
+def test_parse_letter(reply, letter):
+    assert Q.parse_letter(reply, 'ABCD') == letter
+
+
+def test_score_counts_twin_and_unparsed():
+    rows = [{'answer': 'A', 'twin': 'B', 'choice': 'A'}, {'answer': 'C', 'twin': 'D', 'choice': 'D'},
+            {'answer': 'B', 'twin': 'A', 'choice': None}, {'answer': 'D', 'twin': 'C', 'choice': 'A'}]
+    assert Q.score(rows) == {'n': 4, 'accuracy': 25.0, 'twin_rate': 25.0, 'twin_rate_of_answered': 100 / 3,
+                             'unparsed': 1}
+    with pytest.raises(ValueError):
+        Q.score([])
+
+
+def test_mcq_demo_through_run_py_with_loopback_model(tmp_path, loopback, kit_env):
+    """The shipped demo through the kit's run.py, the loopback server answering each item in a scripted way:
+    letters in several formats, the option text (the kit's can_infer), the twin, a distractor, and a refusal."""
+    import json
+    import re
+
+    from vlmeval_ext.core.io import read_table
+    from vlmeval_ext.rococo.make_demo import DEMO_NAME, DEMO_TSV
+    from vlmeval_ext.testing.kit_run import loopback_model_config, run_kit, write_config
+
+    demo = read_table(DEMO_TSV).to_dict('records')
+    correct = twin = unparsed = 0
+    for k, item in enumerate(demo):
+        distractor = next(c for c in 'ABCD' if c not in (item['answer'], item['twin']))
+        kind = k % 6
+        reply = {0: item['answer'], 1: f'({item["answer"]})', 2: f'Answer: {item["twin"]}',
+                 3: f'The picture shows {item[item["answer"]]}', 4: 'I cannot tell from this image.',
+                 5: distractor}[kind]
+        correct += kind in (0, 1, 3)
+        twin += kind == 2
+        unparsed += kind == 4
+        block = '\n'.join(f'{c}. {item[c]}' for c in 'ABCD')
+        loopback.script(re.escape(block), reply)
+    loopback.default = 'UNSCRIPTED'
+    cfg = loopback_model_config(loopback, {DEMO_NAME: {'class': 'RoCOCOMCQ', 'dataset': DEMO_NAME}})
+    env = dict(kit_env, PRED_FORMAT='tsv')
+    proc = run_kit(['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out', '--api-nproc', '4'],
+                   env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert loopback.count() == len(demo) and loopback.count('UNSCRIPTED') == 0
+    # every request: one image and the kit-style MCQ prompt
+    assert all(r.n_images == 1 and r.prompt.endswith(Q.INSTRUCTION) and 'Options:\nA. ' in r.prompt
+               for r in loopback.log)
+    score_file = next((tmp_path / 'out').rglob(f'*_{DEMO_NAME}_score.json'))
+    scores = json.loads(score_file.read_text())
+    n = len(demo)
+    assert scores['n'] == n == 24
+    assert scores['accuracy'] == pytest.approx(100.0 * correct / n)
+    assert scores['twin_rate'] == pytest.approx(100.0 * twin / n)
+    assert scores['unparsed'] == unparsed == 4 and scores['parsed_by']['kit_can_infer'] == 4
+    acc = read_table(str(score_file).replace('_score.json', '_acc.csv'))
+    assert acc['accuracy'].iloc[0] == pytest.approx(round(100.0 * correct / n, 2))
+    manifest = json.loads(next((tmp_path / 'out').rglob(f'*_{DEMO_NAME}_manifest.json')).read_text())
+    assert manifest['judge']['mode'] == 'rule'

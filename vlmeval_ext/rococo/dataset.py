@@ -1,0 +1,163 @@
+"""RoCOCO as VLMEvalKit datasets (thin: the layouts and scoring live in data.py, mcq.py and protocol.py).
+
+RoCOCOMCQ       RoCOCO-MCQ-<attack> (+ the shipped RoCOCO-MCQ-same_concept_DEMO): matching recast as multiple
+                choice for any generative model of the kit; accuracy and the adversarial-twin choice rate.
+RoCOCORetrieval RoCOCO-I2T-<clean|attack>, RoCOCO-T2I-<mix|patch>: one row per gallery/query item; an embedding
+                model of this package (vlmeval_ext.rococo.models) answers each row with its vector, evaluate
+                ranks them with the official protocol (R@1/5/10, R_mean, false rate; t2i per seed and mean).
+Both are built by `vlmeval-ext prepare NAME --from ANNOTATION_DIR` (COCO images from $COCO_ROOT, or the --from
+folder when it holds val2014/) or `python -m vlmeval_ext.rococo prepare NAME --ann-dir D --coco-root C`.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import os
+import os.path as osp
+
+import pandas as pd
+
+from vlmeval_ext.core.dataset import ExtImageDataset, kit_fail_message, safe_join, tsv_path
+from vlmeval_ext.core.io import DataError, load_predictions, stem_path, write_json
+from vlmeval_ext.rococo import data as D
+from vlmeval_ext.rococo import mcq as Q
+
+NO_JUDGE = {'model': 'none (rule-based: leading letter, then the kit can_infer)', 'mode': 'rule', 'retries': 0,
+            'endpoint_host': None}
+
+
+def _prepare(name: str, source_dir=None, coco_root=None, mixed_root=None) -> str:
+    D.parse_name(name)
+    ann_dir = source_dir or os.environ.get('ROCOCO_ANNOTATIONS')
+    if not ann_dir:
+        raise DataError(f'{name}: give the folder holding the RoCOCO annotation JSONs (github.com/pseulki/rococo '
+                        'annotations/) with --from DIR, or set ROCOCO_ANNOTATIONS')
+    root = D.resolve_coco_root(coco_root, source_dir)
+    frame = D.frame_for(name, ann_dir, root, mixed_root)
+    return D.write_tsv(frame, tsv_path(name))
+
+
+class RoCOCOMCQ(ExtImageDataset):
+    TYPE = 'MCQ'
+    SPEC = 'rococo'
+    DATASET_URL = {name: '' for name in D.MCQ_NAMES}      # own dict; built locally by `prepare`
+    DEMO_DATASETS = {'RoCOCO-MCQ-same_concept_DEMO': 'rococo/demo/RoCOCO-MCQ-same_concept_DEMO.tsv'}
+    DATASET_MD5 = {'RoCOCO-MCQ-same_concept_DEMO': 'b173cbeddcfb77864f1d3e247bfdf600'}
+    REQUIRED_COLUMNS = ('index', 'image', 'question', 'A', 'B', 'C', 'answer', 'twin')
+
+    def build_prompt(self, line):
+        if isinstance(line, int):
+            line = self.data.iloc[line]
+        message = [{'type': 'image', 'value': path} for path in self.dump_image(line)]
+        item = {c: line[c] for c in Q.LETTERS if c in line and isinstance(line[c], str) and line[c]}
+        message.append({'type': 'text', 'value': Q.prompt_text({'question': line['question'], **item})})
+        return message
+
+    @classmethod
+    def prepare(cls, name, source_dir=None, coco_root=None):
+        return _prepare(name, source_dir, coco_root)
+
+    @classmethod
+    def naive_prediction(cls, prompt_text, dataset):
+        return 'A'
+
+    def evaluate(self, eval_file, **judge_kwargs):
+        from vlmeval.utils.matching_util import can_infer
+
+        preds = load_predictions(eval_file, required=('index', 'question', 'A', 'B', 'C', 'answer', 'twin',
+                                                      'prediction'))
+        result, items = D.score_mcq(preds, str(eval_file), kit_infer=can_infer, fail_message=kit_fail_message())
+        attack = str(preds['attack'].iloc[0]) if 'attack' in preds else self.dataset_name.split('-')[-1]
+        scores = {'dataset': self.dataset_name, 'attack': attack, **result,
+                  'note': 'percent of all items; unparsed and failed replies count as wrong and are reported'}
+        write_json(scores, stem_path(eval_file, '_score.json'))
+        table = pd.DataFrame([{'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),
+                               'twin_rate': round(result['twin_rate'], 2), 'chance': round(result['chance'], 2),
+                               'unparsed': result['unparsed'], 'inference_failed': result['inference_failed']}])
+        table.to_csv(stem_path(eval_file, '_acc.csv'), index=False)
+        items.to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
+        self.manifest_extra = {'judge': NO_JUDGE, 'prompts': {'mcq': Q.prompt_text(
+            {'question': Q.QUESTION, 'A': '{A}', 'B': '{B}', 'C': '{C}', 'D': '{D}'})},
+            'seeds': {'mcq_options': Q.SEED},
+            'counts': {'unparsed': result['unparsed'], 'infer_failed': result['inference_failed']}}
+        print(table.to_string(index=False))
+        return table
+
+
+class RoCOCORetrieval(ExtImageDataset):
+    TYPE = 'Retrieval'
+    SPEC = 'rococo'
+    DATASET_URL = {name: '' for name in D.I2T_NAMES + D.T2I_NAMES}
+    DATASET_MD5 = {}
+    REQUIRED_COLUMNS = D.RETRIEVAL_COLUMNS + ('image',)
+
+    # Text rows have no image: keep the column aside while the base class loads and checks the rest.
+    def load_data(self, dataset):
+        data = super().load_data(dataset)
+        kinds = set(data['kind'].astype(str))
+        if not kinds <= {'image', 'text'}:
+            raise DataError(f'{self.data_path}: column \'kind\' must be image or text, found {sorted(kinds)}')
+        is_image = data['kind'] == 'image'
+        empty = is_image & data['image'].isna()
+        if empty.any():
+            raise DataError(f'{self.data_path}: image row(s) without an image at line(s) '
+                            f'{[int(i) + 2 for i in data.index[empty][:5]]}, column \'image\'')
+        self._images = data.pop('image').where(is_image, None)
+        return data
+
+    def post_build(self, dataset):
+        self.data['image'] = self._images.values
+        self.meta_only = False
+        del self._images
+
+    def dump_image(self, line):
+        """The image's bytes as stored (the COCO JPEG, no re-encoding) under img_root/<index><ext>."""
+        where = f'{self.data_path}: index {line["index"]}'
+        ext = osp.splitext(str(line['source']))[1].lower() or '.jpg'
+        path = safe_join(self.img_root, f'{line["index"]}{ext}', where)
+        if not (osp.exists(path) and osp.getsize(path) > 0):
+            try:
+                raw = base64.b64decode(line['image'], validate=True)
+                from PIL import Image
+                with Image.open(io.BytesIO(raw)) as im:
+                    im.verify()
+            except Exception as err:  # binascii/PIL raise many types; name the row instead
+                raise DataError(f'{where}, column \'image\': not a decodable base64 image ({err})') from err
+            os.makedirs(self.img_root, exist_ok=True)
+            tmp = f'{path}.tmp{os.getpid()}'
+            with open(tmp, 'wb') as f:
+                f.write(raw)
+            os.replace(tmp, path)
+        return [path]
+
+    def build_prompt(self, line):
+        if isinstance(line, int):
+            line = self.data.iloc[line]
+        if line['kind'] == 'image':
+            return [{'type': 'image', 'value': self.dump_image(line)[0]}]
+        return [{'type': 'text', 'value': str(line['question'])}]
+
+    @classmethod
+    def prepare(cls, name, source_dir=None, coco_root=None, mixed_root=None):
+        return _prepare(name, source_dir, coco_root, mixed_root)
+
+    @classmethod
+    def naive_prediction(cls, prompt_text, dataset):
+        raise NotImplementedError(f'{dataset} is scored from embeddings: run it with an embedding model '
+                                  '(RoCOCO-CLIP-B32, RoCOCO-BLIP-ITC, ...); Naive-Baseline answers RoCOCO-MCQ-*')
+
+    def evaluate(self, eval_file, **judge_kwargs):
+        preds = load_predictions(eval_file, required=D.RETRIEVAL_COLUMNS + ('prediction',))
+        direction = 'i2t' if '-I2T-' in self.dataset_name else 't2i'
+        result = D.score_retrieval(preds, direction, str(eval_file))
+        scores = {'dataset': self.dataset_name, **result}
+        write_json(scores, stem_path(eval_file, '_score.json'))
+        table = D.retrieval_table(result)
+        table.insert(0, 'dataset', self.dataset_name)
+        table.to_csv(stem_path(eval_file, '_acc.csv'), index=False)
+        self.manifest_extra = {'judge': {'model': None, 'mode': 'embedding ranking', 'retries': 0,
+                                         'endpoint_host': None},
+                               'seeds': {'mixing': [int(s) for s in result.get('per_seed', {})]},
+                               'counts': {'n_images': result['n_images'], 'n_texts': result['n_texts']}}
+        print(table.to_string(index=False))
+        return table

@@ -1,0 +1,120 @@
+"""Deterministic mixed / patched gallery images, reproducing the official RoCOCO mix_images.py.
+
+Official recipe (pseulki/rococo mix_images.py): torch.manual_seed(seed) and np.random.seed(seed); a
+DataLoader(batch_size=64, shuffle=True) over the clean annotation's images resized to 384x384 (bicubic) and
+converted to [0, 1] tensors; per batch a torch.randperm partner and either
+  mix:   x = lam * x + (1 - lam) * x[perm]
+  patch: one CutMix box per batch (side int(384 * sqrt(1 - lam)), centre np.random.randint twice) copied from x[perm];
+saved with torchvision's save_image under the original basename (so JPEG by extension).
+
+The RNG draws are replayed here without a DataLoader: on iteration the loader first draws its worker base seed from
+the global torch generator, then RandomSampler draws its own seed and permutes with a private generator; the
+training loop then draws one randperm per batch. tests/test_rococo_mixed.py checks this against a real DataLoader.
+torch is needed (its randperm defines the official order); it is imported lazily.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+SIZE = 384
+BATCH_SIZE = 64
+LAM = 0.9
+SEEDS = (1, 10, 100)
+METHODS = ('mix', 'patch')
+
+
+@dataclass
+class MixBatch:
+    indices: list[int]                    # annotation rows in this batch (loader order)
+    partner: list[int]                    # torch.randperm(len(batch)): position of each row's partner
+    box: tuple[int, int, int, int] | None  # patch: (x1, y1, x2, y2) on dims (2, 3) as the official slices them
+
+
+def rand_bbox(size: int, lam: float, rng: np.random.RandomState | None = None) -> tuple[int, int, int, int]:
+    """The official CutMix box for a square `size` image (numpy global RNG unless `rng` is given)."""
+    draw = (rng or np.random).randint
+    cut = int(size * math.sqrt(1.0 - lam))
+    cx, cy = draw(size), draw(size)
+    x1, y1 = int(np.clip(cx - cut // 2, 0, size)), int(np.clip(cy - cut // 2, 0, size))
+    x2, y2 = int(np.clip(cx + cut // 2, 0, size)), int(np.clip(cy + cut // 2, 0, size))
+    return x1, y1, x2, y2
+
+
+def plan_batches(n_images: int, seed: int, method: str, lam: float = LAM, batch_size: int = BATCH_SIZE,
+                 size: int = SIZE) -> list[MixBatch]:
+    """Replay the official run's random draws: loader order, partners and boxes (global RNG state is restored)."""
+    import torch
+
+    if method not in METHODS:
+        raise ValueError(f'method must be one of {METHODS}, got {method!r}')
+    np_state = np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        np.random.seed(seed)
+        try:
+            torch.empty((), dtype=torch.int64).random_()                # DataLoader iterator: worker base seed
+            sampler_seed = int(torch.empty((), dtype=torch.int64).random_().item())   # RandomSampler seed
+            order = torch.randperm(n_images, generator=torch.Generator().manual_seed(sampler_seed)).tolist()
+            plan = []
+            for start in range(0, n_images, batch_size):
+                batch = order[start:start + batch_size]
+                partner = torch.randperm(len(batch)).tolist()
+                box = rand_bbox(size, lam) if method == 'patch' else None
+                plan.append(MixBatch(batch, partner, box))
+        finally:
+            np.random.set_state(np_state)
+    return plan
+
+
+def load_resized(path: str | Path, size: int = SIZE) -> np.ndarray:
+    """(3, size, size) float32 in [0, 1]: PIL bicubic resize + ToTensor, as torchvision does for PIL input."""
+    with Image.open(path) as img:
+        arr = np.asarray(img.convert('RGB').resize((size, size), Image.BICUBIC), dtype=np.uint8)
+    return arr.transpose(2, 0, 1).astype(np.float32) / 255.0
+
+
+def apply_batch(images, batch: MixBatch, method: str, lam: float = LAM):
+    """Mix one batch (torch tensor (B, 3, H, W) in [0, 1]) exactly as the official loop does; returns uint8 HWC."""
+    import torch
+
+    x = torch.as_tensor(images)
+    perm = torch.as_tensor(batch.partner)
+    if method == 'patch':
+        x1, y1, x2, y2 = batch.box
+        x[:, :, x1:x2, y1:y2] = x[perm, :, x1:x2, y1:y2]
+    else:
+        x = lam * x + (1 - lam) * x[perm, :]
+    # torchvision.utils.save_image quantisation
+    return x.mul(255).add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1).to('cpu', torch.uint8).numpy()
+
+
+def make_mixed(image_paths: list[str], coco_root: str | Path, out_dir: str | Path, method: str, seed: int,
+               lam: float = LAM, batch_size: int = BATCH_SIZE, size: int = SIZE, progress: bool = True) -> list[Path]:
+    """Write the mixed twin of every image (annotation order in, loader order processed) to out_dir/<basename>."""
+    coco_root, out_dir = Path(coco_root), Path(out_dir)
+    missing = [(i, p) for i, p in enumerate(image_paths) if not (coco_root / p).is_file()]
+    if missing:
+        i, p = missing[0]
+        raise FileNotFoundError(f'{len(missing)} COCO images missing under --coco-root {coco_root}; first: '
+                                f'annotation row {i}: {coco_root / p}')
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plan = plan_batches(len(image_paths), seed, method, lam, batch_size, size)
+    written = []
+    iterator = plan
+    if progress:
+        from tqdm import tqdm
+        iterator = tqdm(plan, desc=f'make-mixed {method} seed {seed}', unit='batch')
+    for batch in iterator:
+        stack = np.stack([load_resized(coco_root / image_paths[i], size) for i in batch.indices])
+        mixed = apply_batch(stack, batch, method, lam)
+        for row, i in enumerate(batch.indices):
+            target = out_dir / os.path.basename(image_paths[i])
+            Image.fromarray(mixed[row]).save(target)               # format from the extension, like save_image
+            written.append(target)
+    return written
