@@ -25,7 +25,9 @@ mkdir -p "$LMUData"
 start=$SECONDS
 # One run.py call per benchmark family: each line is exactly what a user would type.
 "$PY" run.py --data R-Bench-Full_DEMO --model Naive-Baseline --judge offline --work-dir "$WORK"
-"$PY" run.py --data GRAB_DEMO ReMI_DEMO RoCOCO-MCQ-same_concept_DEMO --model Naive-Baseline --work-dir "$WORK"
+"$PY" run.py --data GRAB_DEMO ReMI_DEMO ReMI_DEMO_composite RoCOCO-MCQ-same_concept_DEMO --model Naive-Baseline \
+  --work-dir "$WORK"
+"$PY" -m vlmeval_ext corrupt-image vlmeval_ext/corrupt/demo/chelsea.jpg --out-dir "$WORK/corrupt" --preview
 echo
 echo "================ demo results (Naive-Baseline: the floor a real model should beat) ================"
 "$PY" -m vlmeval_ext.core.summary "$WORK/Naive-Baseline"

@@ -22,6 +22,10 @@ def _dataset_class(name: str):
     for cls in dataset_classes():
         if name in cls.supported_datasets():
             return cls
+    if name.endswith('-RC'):
+        # A robustness variant evaluates from its predictions alone; its TSV need not be present.
+        from vlmeval_ext.corrupt.dataset import CorruptedDataset
+        return CorruptedDataset
     raise SystemExit(f'[vlmeval-ext] ERROR: unknown dataset {name!r}; ours are: {", ".join(our_dataset_names())}')
 
 

@@ -17,23 +17,7 @@ import pandas as pd
 from vlmeval.dataset.image_base import ImageBaseDataset
 
 from vlmeval_ext.core.io import (DataError, check_unique_index, file_md5, parse_list_cell, read_table,
-                                 require_columns, stem_path, write_kit_tsv)
-
-
-def lmu_data_root() -> str:
-    """$LMUData (must exist when set), else the kit's default ~/LMUData."""
-    root = os.environ.get('LMUData')
-    if root:
-        if not osp.isdir(root):
-            raise DataError(f'LMUData={root} does not exist: create it or unset LMUData to use ~/LMUData')
-        return root
-    root = osp.join(osp.expanduser('~'), 'LMUData')
-    os.makedirs(root, exist_ok=True)
-    return root
-
-
-def tsv_path(name: str) -> str:
-    return osp.join(lmu_data_root(), f'{name}.tsv')
+                                 lmu_data_root, require_columns, stem_path, tsv_path, write_kit_tsv)
 
 
 def write_dataset_tsv(df: pd.DataFrame, name: str, out_dir: str | None = None) -> str:

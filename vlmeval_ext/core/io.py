@@ -14,6 +14,23 @@ class DataError(ValueError):
     """Bad input data: the message names the file, and the row and column where known."""
 
 
+def lmu_data_root() -> str:
+    """$LMUData (must exist when set), else the kit's default ~/LMUData (the kit's rule, without importing it)."""
+    root = os.environ.get('LMUData')
+    if root:
+        if not os.path.isdir(root):
+            raise DataError(f'LMUData={root} does not exist: create it or unset LMUData to use ~/LMUData')
+        return root
+    root = os.path.join(os.path.expanduser('~'), 'LMUData')
+    os.makedirs(root, exist_ok=True)
+    return root
+
+
+def tsv_path(name: str) -> str:
+    """Where the kit keeps dataset `name`: $LMUData/<name>.tsv."""
+    return os.path.join(lmu_data_root(), f'{name}.tsv')
+
+
 def file_md5(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     h = hashlib.md5()
     with open(path, 'rb') as f:

@@ -1,0 +1,233 @@
+"""`<Dataset>-RC` end to end: build with `vlmeval-ext corrupt`, run through run.py with the loopback server as the
+model, evaluate with the base datasets' own scoring (one kit MCQ and one kit VQA dataset), and check the paired
+robustness report number by number. Pure pieces of the report are tested without the kit."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+
+import cv2
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image, ImageDraw
+
+from vlmeval_ext.core.io import DataError
+from vlmeval_ext.corrupt.variants import (INDEX_SLOT, build_rc_frame, consistency_answer, is_graded,
+                                          missing_prediction, paired_rows, rc_table, row_scores_from_result,
+                                          split_by_slot)
+from vlmeval_ext.testing.kit_run import loopback_model_config, run_kit, write_config
+
+LETTERS = 'ABCD'
+TEXTVQA_ANSWERS = ['cat'] * 7 + ['kitty'] * 3   # VQA score: 'cat' 1.0, 'kitty' 0.9 (partial credit)
+
+
+def item_image(k: int) -> Image.Image:
+    """A detailed image (checkerboard + text); its width (224 + 16k) names the item even after JPEG."""
+    img = Image.new('RGB', (224 + 16 * k, 160), (200, 190, 170))
+    draw = ImageDraw.Draw(img)
+    for y in range(0, 160, 8):
+        for x in range(0, img.width, 8):
+            if (x // 8 + y // 8 + k) % 2:
+                draw.rectangle([x, y, x + 7, y + 7], fill=(40 + 30 * k, 60, 110))
+    draw.text((10, 10), f'item {k}', fill='red')
+    return img
+
+
+def b64_png(img: Image.Image) -> str:
+    buf = io.BytesIO()
+    img.save(buf, 'PNG')
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def luma_and_sharpness(img: Image.Image) -> tuple[float, float]:
+    gray = cv2.cvtColor(np.asarray(img.convert('RGB')), cv2.COLOR_RGB2GRAY)
+    return float(gray.mean()), float(cv2.Laplacian(gray, cv2.CV_32F).var())
+
+
+def jpeg(img: Image.Image) -> Image.Image:
+    buf = io.BytesIO()
+    img.convert('RGB').save(buf, 'JPEG')  # what the kit's GPT4V sends
+    return Image.open(io.BytesIO(buf.getvalue()))
+
+
+# clean statistics per item width, as the model sees them (JPEG); the scripted model compares against them
+CLEAN = {item_image(k).width: luma_and_sharpness(jpeg(item_image(k))) for k in range(4)}
+
+
+def request_image(request: dict) -> Image.Image:
+    for part in request['messages'][-1]['content']:
+        if isinstance(part, dict) and part.get('type') == 'image_url':
+            return Image.open(io.BytesIO(base64.b64decode(part['image_url']['url'].split(',', 1)[1])))
+    raise AssertionError('no image in the request')
+
+
+def seen(request: dict) -> tuple[bool, bool]:
+    """(dark, blurred) relative to the clean item. Measured on these images after JPEG: luma ratio 0.33-0.62
+    for d03 s1/s3 and d26 s3 vs 0.88-1.0 otherwise; sharpness ratio 0.01 for d05 s3 vs >= 0.12 otherwise.
+    The thresholds sit inside those gaps, so the expected numbers below follow by hand."""
+    img = request_image(request)
+    luma, sharp = luma_and_sharpness(img)
+    clean_luma, clean_sharp = CLEAN[img.width]
+    return luma < 0.75 * clean_luma, sharp < 0.05 * clean_sharp
+
+
+def text_of(request: dict) -> str:
+    return ' '.join(p['text'] for p in request['messages'][-1]['content'] if p.get('type') == 'text')
+
+
+def scripted_model(request: dict) -> str:
+    """MCQ (AI2D_TEST-RC): items 0-2 right unless the image is dark or blurred (then the next letter); item 3
+    answers 'I cannot tell' on images that look clean (unparseable) and the key on dark/blurred ones.
+    VQA (TextVQA_VAL-RC): item 0 'cat' (1.0), dark -> 'dog' (0); item 1 'kitty' (0.9), dark -> 'cat' (1.0);
+    item 2 no answer at all on clean-looking images (empty reply -> the kit's API failure), dark -> 'cat'."""
+    text = text_of(request)
+    dark, blurred = seen(request)
+    mcq = re.search(r'key=([ABCD]) item=(\d)', text)
+    if mcq:
+        key, item = mcq.group(1), int(mcq.group(2))
+        if item == 3:
+            return key if (dark or blurred) else 'I cannot tell.'
+        return LETTERS[(LETTERS.index(key) + 1) % 4] if (dark or blurred) else key
+    item = int(re.search(r'vqa item=(\d)', text).group(1))
+    if item == 0:
+        return 'dog' if dark else 'cat'
+    if item == 1:
+        return 'cat' if dark else 'kitty'
+    return 'cat' if dark else ''
+
+
+def mcq_tsv(n: int = 4) -> pd.DataFrame:
+    """A small TSV in the kit's AI2D_TEST format (an ImageMCQDataset with a DATASET_MD5 entry)."""
+    return pd.DataFrame([{'index': k, 'question': f'Which option is right? key={LETTERS[k]} item={k}', 'A': 'alpha',
+                          'B': 'beta', 'C': 'gamma', 'D': 'delta', 'answer': LETTERS[k], 'category': 'synthetic',
+                          'image': b64_png(item_image(k))} for k in range(n)])
+
+
+def textvqa_tsv(n: int = 3) -> pd.DataFrame:
+    """A small TSV in the kit's TextVQA_VAL format: answer = the ten annotators' answers as a list cell."""
+    return pd.DataFrame([{'index': k, 'question': f'What animal is written? vqa item={k}',
+                          'answer': str(TEXTVQA_ANSWERS), 'image': b64_png(item_image(k))} for k in range(n)])
+
+
+# ------------------------------------------------------------------------------------------------ pure
+def test_rc_frame_pairs_and_split_back():
+    base = mcq_tsv(3)
+    rc = build_rc_frame(base, [5, 16], [1, 3], progress=False)
+    assert len(rc) == 3 * (1 + 4) and rc['index'].is_unique
+    assert (rc.groupby('pair_id').size() == 5).all()
+    parts = split_by_slot(rc)
+    assert sorted(parts) == [0, 1, 2, 3, 4]
+    for slot, part in parts.items():
+        assert part['index'].tolist() == [0, 1, 2] and 'pair_id' not in part
+        same = part['image'].tolist() == base['image'].tolist()
+        assert same == (slot == 0)
+    assert rc.loc[rc['variant'] == 'dis', 'index'].min() >= INDEX_SLOT
+
+
+def test_row_scores_count_unparseable_and_reduce_matches_like_the_kit():
+    mcq = pd.DataFrame({'index': [0, 1, 2], 'hit': [1, 0, 0],
+                        'log': ['Match Log: A. ', 'Match Log: Failed in Prefetch, no GPT-based answer matching',
+                                'Failed to predict, thus randomly generate one. ']})
+    assert row_scores_from_result(mcq, 'r.xlsx') == {0: 1.0, 1: None, 2: None}
+    rolling = pd.DataFrame({'index': [0], 'hit': [0], 'log': ['Failed in Prefetching Rolling 1: Answer is A']})
+    assert row_scores_from_result(rolling, 'r.xlsx') == {0: 0.0}   # a wrong answer, not an unparseable one
+    vqa = pd.DataFrame({'index': [5, 6], 'eval_match': ['[1.0, 0.0]', '[0, 0]'], 'eval_score': [0.5, 0.0]})
+    assert row_scores_from_result(vqa, 'r.xlsx', max) == {5: 1.0, 6: 0.0}      # ChartQA-like: max
+    assert row_scores_from_result(vqa, 'r.xlsx') == {5: 0.5, 6: 0.0}           # no reducer: eval_score
+    with pytest.raises(DataError, match=r"r.xlsx: row 2, column 'hit'"):
+        row_scores_from_result(pd.DataFrame({'index': [0], 'hit': [3]}), 'r.xlsx')
+    assert missing_prediction('') and missing_prediction(float('nan'))
+    assert missing_prediction('Failed to obtain answer via API. xyz') and not missing_prediction('A')
+
+
+def test_consistency_answer_and_graded():
+    assert json.loads(consistency_answer('kitty', str(TEXTVQA_ANSWERS))) == ['kitty'] * 10
+    assert consistency_answer('42', '41') == '42'
+    assert is_graded('TextVQA_VAL', [1.0, 0.0]) and is_graded('ChartQA_TEST', [0.9])
+    assert not is_graded('ChartQA_TEST', [1.0, 0.0, None])
+
+
+def test_relative_uses_consistency_for_graded_and_excludes_failures():
+    ref = {0: 1.0, 1: 0.9, 2: None}
+    dis = {(26, 1): {0: 1.0, 1: 0.9, 2: None}, (26, 3): {0: 0.0, 1: 1.0, 2: 1.0}}
+    com = {(26, 1): {0: 1.0, 1: 1.0}, (26, 3): {0: 0.0, 1: 0.0}}
+    table = rc_table(paired_rows(ref, dis, com, task='VQA'), 'VQA')
+    assert table['absolute']['Overall'] == pytest.approx((1 + 0.9 + 0 + 1 + 1) / 5)
+    assert table['relative']['Overall'] == pytest.approx((1 + 0.9 + 0 + 0) / 4)
+    assert table['relative']['VQA-low'] == pytest.approx(0.95) and table['relative']['high'] == 0.0
+    # right/wrong metric: score_com = score_dis, relative = right on both
+    binary = rc_table(paired_rows({0: 1.0, 1: 0.0}, {(5, 3): {0: 0.0, 1: 1.0}}, task='MCQ'), 'MCQ')
+    assert binary['absolute']['Blur'] == 0.5 and binary['relative']['Camera'] == 0.0
+
+
+# ------------------------------------------------------------------------------------------------ kit
+def test_mcq_rc_through_run_py(tmp_path, loopback, kit_env):
+    """AI2D_TEST-RC (kit MCQ, exact matching) and TextVQA_VAL-RC (kit VQA score, graded) in ONE run.py call."""
+    lmu = tmp_path / 'LMUData'
+    # Both kit datasets have DATASET_MD5 entries: built the kit's way they would re-download these TSVs.
+    mcq_tsv().to_csv(lmu / 'AI2D_TEST.tsv', sep='\t', index=False)
+    textvqa_tsv().to_csv(lmu / 'TextVQA_VAL.tsv', sep='\t', index=False)
+    (lmu / 'images' / 'AI2D_TEST-RC').mkdir(parents=True)
+    (lmu / 'images' / 'AI2D_TEST-RC' / '100000000.jpg').write_bytes(b'stale')  # an earlier build's image
+    proc = run_kit(['corrupt', '--data', 'AI2D_TEST', '--distortions', '3,5,26', '--strengths', '1,3', '--seed', '1'],
+                   env=kit_env, entry=('-m', 'vlmeval_ext'))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'Distortions 3 are synthetic approximations' in proc.stdout
+    proc = run_kit(['corrupt', '--data', 'TextVQA_VAL', '--distortions', '26', '--strengths', '1,3'],
+                   env=kit_env, entry=('-m', 'vlmeval_ext'))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (lmu / 'images' / 'AI2D_TEST-RC').exists()  # stale decoded images dropped on rebuild
+
+    loopback.default = scripted_model
+    cfg = loopback_model_config(loopback, {n: {'class': 'CorruptedDataset', 'dataset': n}
+                                           for n in ('AI2D_TEST-RC', 'TextVQA_VAL-RC')}, wait=0)
+    proc = run_kit(['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out',
+                    '--judge', 'exact_matching', '--api-nproc', '4'], env=kit_env)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert loopback.count(r'key=') == 4 * 7                 # every MCQ reference and distorted row was asked
+    assert loopback.count(r'vqa item=[01]') == 3 * 2         # VQA items 0, 1: once per row
+    assert all(len(r.parts) == 2 for r in loopback.log)     # the base dataset's prompt: one image + its text
+    assert any('Answer the question using a single word' in r.prompt for r in loopback.log)  # TextVQA's prompt
+    assert len(pd.read_csv(lmu / 'AI2D_TEST.tsv', sep='\t')) == 4   # the kit never replaced (re-downloaded) it
+
+    out = tmp_path / 'out' / 'LoopbackGPT'
+    mcq = json.loads(next(out.rglob('*AI2D_TEST-RC_score.json')).read_text())
+    # reference rows: items 0-2 right, item 3 unparseable (the kit's 'Z', counted as wrong in ITS number)
+    assert mcq['per_variant']['ref'] == {'kit_metric': 0.75, 'mean': 1.0, 'scored': 3, 'failed': 1}
+    assert mcq['failures']['ref'] == {'missing_prediction': 0, 'unparseable': 1, 'missing_row': 0}
+    assert mcq['failures']['d05_s1']['unparseable'] == 1 and mcq['failures']['d03_s3']['unparseable'] == 0
+    assert mcq['per_variant']['d26_s1']['mean'] == 1.0 and mcq['per_variant']['d26_s3']['mean'] == 0.25
+    assert mcq['per_variant']['d05_s3']['mean'] == 0.25 and mcq['per_variant']['d03_s1']['mean'] == 0.25
+    absolute, relative = mcq['absolute'], mcq['relative']
+    assert absolute['Overall'] == pytest.approx(10 / 22)
+    assert absolute['low'] == pytest.approx(7 / 10) and absolute['high'] == 0.25 and absolute['mid'] is None
+    assert absolute['Environment'] == 0.25 and absolute['Wild'] == 0.25
+    assert absolute['Camera'] == pytest.approx(4 / 7) and absolute['Luminance'] == pytest.approx(4 / 7)
+    assert relative['Overall'] == pytest.approx(1 / 3) and relative['low'] == pytest.approx(2 / 3)
+    assert relative['high'] == 0.0 and relative['Environment'] == 0.0 and relative['Blur'] == 0.5
+    assert mcq['reference']['Overall'] == 1.0 and mcq['pairs_excluded_from_relative'] == 6
+    assert mcq['task'] == 'MCQ' and mcq['relative_mode'].startswith('distorted row right')
+    assert mcq['approximations'].startswith('Distortions 3 are synthetic approximations')
+    report = next(out.rglob('*AI2D_TEST-RC_robustness.md')).read_text()
+    assert '| relative | 0.6667 | - | 0.0000 | 0.3333 |' in report and 'Distortions 3 are synthetic' in report
+    assert next(out.rglob('*AI2D_TEST-RC_radar.png')).stat().st_size > 10_000
+
+    vqa = json.loads(next(out.rglob('*TextVQA_VAL-RC_score.json')).read_text())
+    assert vqa['task'] == 'VQA' and vqa['relative_mode'].startswith('consistency')
+    # item 2 gave no answer on clean-looking images: counted, never handed to the kit to score
+    assert vqa['failures']['ref'] == {'missing_prediction': 1, 'unparseable': 0, 'missing_row': 0}
+    assert vqa['per_variant']['ref']['kit_metric'] == pytest.approx(95.0)   # the kit's own VQA score (x100)
+    assert vqa['per_variant']['ref']['mean'] == pytest.approx(0.95)
+    assert vqa['per_variant']['d26_s3']['mean'] == pytest.approx(2 / 3)
+    assert vqa['absolute']['Overall'] == pytest.approx(3.9 / 5)
+    # consistency: item 1 'kitty' -> 'cat' scores 1.0 absolute but 0 consistency (the answer changed)
+    assert vqa['relative']['Overall'] == pytest.approx(1.9 / 4)
+    assert vqa['relative']['low'] == pytest.approx(0.95) and vqa['relative']['high'] == 0.0
+    assert vqa['relative']['Receive'] == pytest.approx(1.9 / 4) and vqa['approximations'] is None
+    assert vqa['failed_rows'] == 2
+    rows = pd.read_csv(next(out.rglob('*TextVQA_VAL-RC_rc_scores.csv')))
+    high = rows[rows['strength'] == 3].set_index('pair_id')
+    assert high.loc[1, 'score_dis'] == 1.0 and high.loc[1, 'score_com'] == 0.0 and np.isnan(high.loc[2, 'score_ref'])

@@ -1,0 +1,299 @@
+"""`<Dataset>-RC`: paired robustness variants of any kit image dataset (pure: pandas + the engine, no kit).
+
+Every sampled item appears once as a reference row (`variant` ref) and once per chosen (distortion, strength)
+as a distorted row (`variant` dis), all sharing `pair_id` = the base index. Row indices are
+`slot * INDEX_SLOT + base index` (slot 0 = reference, 1.. = the distortion/strength combinations), so splitting
+by slot and taking `index % INDEX_SLOT` gives back files in the base dataset's own format, which its own
+`evaluate` scores. Multi-image rows (a JSON list of base64 images) have every image corrupted.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from vlmeval_ext.core.aggregate import is_missing
+from vlmeval_ext.core.io import DataError, parse_list_cell
+from vlmeval_ext.corrupt.distortions import approximations, check_distortion, check_strength, corrupt
+
+RC_SUFFIX = '-RC'
+INDEX_SLOT = 10 ** 8          # > any kit index (MMBench circular copies stay below 10**7)
+CIRCULAR_GROUP = 10 ** 6      # kit circular datasets keep copies of one question at i + k * 10**6
+RC_COLUMNS = ('pair_id', 'variant', 'distortion', 'strength')
+
+
+def rc_name(base: str) -> str:
+    return base + RC_SUFFIX
+
+
+def base_name(rc: str) -> str:
+    if not rc.endswith(RC_SUFFIX) or len(rc) == len(RC_SUFFIX):
+        raise DataError(f'{rc!r} is not a robustness-variant dataset name (expected <Dataset>{RC_SUFFIX})')
+    return rc[:-len(RC_SUFFIX)]
+
+
+def combos(distortions: Sequence[int], strengths: Sequence[int]) -> list[tuple[int, int]]:
+    """(distortion, strength) per slot 1..n, in a fixed order."""
+    return [(check_distortion(d), check_strength(s)) for d in distortions for s in strengths]
+
+
+def slot_tag(slot: int, combo_list: Sequence[tuple[int, int]]) -> str:
+    if slot == 0:
+        return 'ref'
+    d, s = combo_list[slot - 1]
+    return f'd{d:02d}_s{s}'
+
+
+def _is_reference(cell) -> bool:
+    """Kit TSVs store a repeated image as the index of the row that holds it (a short digit string)."""
+    return isinstance(cell, (int, np.integer)) or (isinstance(cell, str) and len(cell) <= 64 and cell.strip().isdigit())
+
+
+def resolve_images(base: pd.DataFrame, path: str) -> pd.Series:
+    """The `image` column with kit index references replaced by the referenced row's image."""
+    if 'image' not in base or 'index' not in base:
+        raise DataError(f'{path}: needs columns index and image (an image dataset in the kit TSV format)')
+    by_index = dict(zip(base['index'].astype(int), base['image']))
+    out = []
+    for row, cell in enumerate(base['image']):
+        if is_missing(cell) or (isinstance(cell, str) and not cell.strip()):
+            raise DataError(f'{path}: row {row + 2}, column \'image\': empty')
+        if _is_reference(cell):
+            target = by_index.get(int(cell))
+            if target is None or _is_reference(target):
+                raise DataError(f'{path}: row {row + 2}, column \'image\': refers to index {cell}, which holds no image')
+            cell = target
+        out.append(cell)
+    return pd.Series(out, index=base.index)
+
+
+def image_list(cell: str, path: str, row: int) -> tuple[list[str], bool]:
+    """(base64 images, was_a_list) of one image cell."""
+    text = cell.strip()
+    if text.startswith('['):
+        return [str(x) for x in parse_list_cell(text, path, row, 'image')], True
+    return [text], False
+
+
+def _decode(b64: str, where: str) -> Image.Image:
+    try:
+        img = Image.open(io.BytesIO(base64.b64decode(b64)))
+        img.load()
+    except Exception as err:  # report which cell is bad, with the decoder's reason
+        raise DataError(f'{where}: not a decodable base64 image ({type(err).__name__}: {err})') from err
+    return img
+
+
+def _encode_png(img: Image.Image) -> str:
+    buf = io.BytesIO()
+    img.save(buf, 'PNG', compress_level=1)  # lossless: a codec must not add its own distortion
+    return base64.b64encode(buf.getvalue()).decode('ascii')
+
+
+def corrupt_cell(cell: str, distortion: int, strength: int, seed: int, path: str, row: int) -> str:
+    images, was_list = image_list(cell, path, row)
+    out = [_encode_png(corrupt(_decode(b64, f'{path}: row {row}, column \'image\' [{k}]'), distortion, strength,
+                               seed + 7919 * k))
+           for k, b64 in enumerate(images)]
+    return json.dumps(out) if was_list else out[0]
+
+
+def sample_items(base: pd.DataFrame, sample: int | None, seed: int) -> pd.DataFrame:
+    """Sample whole questions (kit circular copies i + k*10**6 stay together), deterministic in seed."""
+    if sample is None or sample <= 0:
+        return base
+    groups = np.unique(base['index'].astype(np.int64) % CIRCULAR_GROUP)
+    if sample >= len(groups):
+        return base
+    chosen = set(np.random.default_rng(seed).choice(groups, size=sample, replace=False).tolist())
+    return base[(base['index'].astype(np.int64) % CIRCULAR_GROUP).isin(chosen)]
+
+
+def build_rc_frame(base: pd.DataFrame, distortions: Sequence[int], strengths: Sequence[int],
+                   sample: int | None = None, seed: int = 0, path: str = '<base TSV>', progress: bool = True
+                   ) -> pd.DataFrame:
+    """The -RC table: reference + distorted rows per sampled item (see the module docstring)."""
+    clash = [c for c in RC_COLUMNS if c in base.columns]
+    if clash:
+        raise DataError(f'{path}: already has column(s) {clash}; is it already a {RC_SUFFIX} dataset?')
+    indices = pd.to_numeric(base['index'], errors='coerce')
+    if indices.isna().any() or (indices % 1 != 0).any() or (indices < 0).any() or (indices >= INDEX_SLOT).any():
+        bad = int(np.flatnonzero(indices.isna() | (indices % 1 != 0) | (indices < 0) | (indices >= INDEX_SLOT))[0])
+        raise DataError(f'{path}: row {bad + 2}, column \'index\': {base["index"].iloc[bad]!r} is not an integer '
+                        f'in [0, {INDEX_SLOT})')
+    base = base.copy()
+    base['index'] = indices.astype(np.int64)
+    base['image'] = resolve_images(base, path)
+    base = sample_items(base, sample, seed).reset_index(drop=True)
+    combo_list = combos(distortions, strengths)
+
+    from tqdm import tqdm
+    ref = base.assign(pair_id=base['index'], variant='ref', distortion=0, strength=0)
+    parts = [ref]
+    bar = tqdm(total=len(base) * len(combo_list), desc='corrupt', unit='image-row', disable=not progress)
+    for slot, (d, s) in enumerate(combo_list, start=1):
+        dis = ref.assign(variant='dis', distortion=d, strength=s, index=base['index'] + slot * INDEX_SLOT)
+        cells = []
+        for row, (idx, cell) in enumerate(zip(base['index'], base['image'])):
+            # one seed per (item, run seed): each item gets its own noise pattern, reproducibly
+            cells.append(corrupt_cell(cell, d, s, int(seed) * 1_000_003 + int(idx), path, row + 2))
+            bar.update()
+        dis['image'] = cells
+        parts.append(dis)
+    bar.close()
+    return pd.concat(parts, ignore_index=True)
+
+
+def split_by_slot(pred: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """Predictions of an -RC dataset -> {slot: rows in the base format (base index restored, RC columns dropped)}."""
+    idx = pd.to_numeric(pred['index'], errors='raise').astype(np.int64)
+    out = {}
+    for slot in sorted(set((idx // INDEX_SLOT).tolist())):
+        part = pred[(idx // INDEX_SLOT) == slot].copy()
+        part['index'] = idx[part.index] % INDEX_SLOT
+        out[int(slot)] = part.drop(columns=[c for c in RC_COLUMNS if c in part.columns])
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ report
+# The kit writes this into `prediction` when an API model gave no answer after its retries.
+KIT_FAIL_MESSAGE = 'Failed to obtain answer via API'
+# Logs of the kit's MCQ answer extraction when it found no option: 'Z' (exact matching) or a RANDOM option (judge).
+# (Not 'Failed in Prefetching Rolling': that is a circular copy answered wrongly, a real answer.)
+KIT_UNPARSEABLE_LOGS = ('Failed in Prefetch, no GPT-based', 'Failed to predict, thus randomly')
+
+
+def missing_prediction(value) -> bool:
+    """No answer: empty cell, or the kit's API failure message."""
+    if is_missing(value):
+        return True
+    text = str(value).strip()
+    return not text or text.lower() == 'nan' or KIT_FAIL_MESSAGE in text
+
+
+def row_scores_from_result(result: pd.DataFrame, where: str, match_to_score=None) -> dict[int, float | None]:
+    """{base index: score in [0, 1], or None when the base evaluator could not read the answer}, from the base
+    dataset's own per-row result table: MCQ `hit` (+ `log`), VQA `eval_match` (reduced by the kit's own
+    `match_to_score`, e.g. max for ChartQA, mean for TextVQA) or `eval_score`/`score`."""
+    if 'index' not in result.columns:
+        raise DataError(f'{where}: the base evaluator\'s result table has no index column')
+    if 'hit' in result.columns:
+        column = 'hit'
+    elif 'eval_match' in result.columns and match_to_score is not None:
+        column = 'eval_match'
+    else:
+        column = next((c for c in ('eval_score', 'score') if c in result.columns), None)
+    if column is None:
+        raise DataError(f'{where}: no per-row score column (hit, eval_match, eval_score or score)')
+    out = {}
+    for row, (idx, value) in enumerate(zip(result['index'], result[column])):
+        log = str(result['log'].iloc[row]) if 'log' in result.columns else ''
+        if any(m in log for m in KIT_UNPARSEABLE_LOGS) or is_missing(value):
+            out[int(idx)] = None
+            continue
+        if column == 'eval_match':
+            matches = value if isinstance(value, list) else parse_list_cell(str(value), where, row + 2, column)
+            value = match_to_score([float(m) for m in matches])
+        score = float(value)
+        if not 0.0 <= score <= 1.0:
+            raise DataError(f'{where}: row {row + 2}, column {column!r}: score {value!r} outside [0, 1]')
+        out[int(idx)] = score
+    return out
+
+
+def is_graded(base: str, scores: Sequence[float | None]) -> bool:
+    """Graded (partial-credit) base metric: declared in the spec (TextVQA's VQA score, DocVQA's ANLS, ...) or
+    seen (a row scored strictly between 0 and 1)."""
+    from vlmeval_ext.corrupt.distortions import corrupt_spec
+    declared = corrupt_spec().get('rc', {}).get('graded_metric_datasets', [])
+    return any(base.startswith(p) for p in declared) or any(s is not None and 0.0 < s < 1.0 for s in scores)
+
+
+def consistency_answer(reference_prediction: str, base_answer) -> str:
+    """R-Bench's consistency for graded metrics: the reference prediction becomes the answer the distorted
+    prediction is scored against. A list answer (TextVQA's ten annotators) becomes a list of as many copies,
+    so metrics that compare against 'the other annotators' still give 1 for an identical answer."""
+    text = '' if is_missing(base_answer) else str(base_answer).strip()
+    if text.startswith('['):
+        try:
+            n = len(parse_list_cell(text, '<answer>', 0, 'answer'))
+        except DataError:
+            n = 1
+        return json.dumps([str(reference_prediction)] * max(n, 1))
+    return str(reference_prediction)
+
+
+def paired_rows(ref_scores: Mapping[int, float | None],
+                dis_scores: Mapping[tuple[int, int], Mapping[int, float | None]],
+                com_scores: Mapping[tuple[int, int], Mapping[int, float | None]] | None = None,
+                task: str = '') -> list[dict]:
+    """One row per (item, distortion, strength): score_ref (its reference row's score), score_dis and score_com,
+    R-Bench's names. score_com is the consistency score for graded metrics; for right/wrong metrics it is
+    score_dis, so relative = score_com x score_ref = 'right on both'. None (failed) is excluded and counted."""
+    rows = []
+    for (d, s), scores in dis_scores.items():
+        coms = None if com_scores is None else com_scores.get((d, s), {})
+        for pair_id, score in scores.items():
+            com = score if coms is None else coms.get(pair_id)
+            rows.append({'pair_id': pair_id, 'type': task, 'distortion': d, 'strength': s,
+                         'score_ref': ref_scores.get(pair_id), 'score_dis': score, 'score_com': com})
+    return rows
+
+
+def _reference(row):
+    from vlmeval_ext.rbench.report import _value
+    return _value(row, 'score_ref')
+
+
+def rc_metrics() -> dict:
+    from vlmeval_ext.rbench.report import absolute, relative
+    return {'reference': _reference, 'absolute': absolute, 'relative': relative}
+
+
+def rc_table(rows: Sequence[Mapping], task: str) -> dict[str, dict[str, float | None]]:
+    """{metric: {dimension: mean}} over Overall, low/mid/high, the 7 steps and 7 groups (R-Bench's taxonomy)
+    and the task x strength cells (task = the base dataset's TYPE)."""
+    from vlmeval_ext.rbench.report import robustness_table
+    return robustness_table(rows, rc_metrics(), tasks=(task,), task_field='type')
+
+
+def markdown_report(name: str, task: str, table: Mapping, per_variant: Mapping, failures: Mapping,
+                    relative_mode: str, note: str | None) -> str:
+    """R-Bench's table layout (metrics x low/mid/high/Overall), then its step and group tables."""
+    from vlmeval_ext.rbench.report import taxonomy
+    tax = taxonomy()
+
+    def fmt(v):
+        return '-' if v is None else f'{v:.4f}'
+
+    def block(title, dims):
+        lines = [f'| {title} | ' + ' | '.join(dims) + ' |', '|' + '---|' * (len(dims) + 1)]
+        for metric, values in table.items():
+            lines.append(f'| {metric} | ' + ' | '.join(fmt(values.get(d)) for d in dims) + ' |')
+        return lines + ['']
+
+    out = [f'# {name}: paired robustness ({task})', '',
+           f'Relative robustness = score_com x score_ref per pair, score_com = {relative_mode}.', '',
+           '| variant | base metric (kit) | mean score (scored rows) | scored | failed |', '|---|---|---|---|---|']
+    for tag, v in per_variant.items():
+        kit = '-' if v['kit_metric'] is None else f'{v["kit_metric"]:.4f}'
+        out.append(f'| {tag} | {kit} | {fmt(v["mean"])} | {v["scored"]} | {v["failed"]} |')
+    out += ['', *block('strength', ['low', 'mid', 'high', 'Overall']), *block('step', tax['steps']),
+            *block('group', tax['groups'])]
+    out.append('Failures (excluded from every mean): ' + json.dumps(failures, sort_keys=True))
+    if note:
+        out += ['', f'**Note:** {note}']
+    return '\n'.join(out) + '\n'
+
+
+def approximation_note(distortions: Sequence[int]) -> str | None:
+    used = sorted(set(int(d) for d in distortions) & set(approximations()))
+    if not used:
+        return None
+    return ('Distortions ' + ', '.join(map(str, used)) + ' are synthetic approximations of R-Bench\'s real '
+            'captures / CNN denoiser (see dataset_specs/corrupt.yaml); their numbers are not R-Bench\'s.')
