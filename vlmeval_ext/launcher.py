@@ -63,6 +63,83 @@ def failed_combinations(work_dir: str, models, datasets) -> list[str]:
     return failures
 
 
+JUDGE_CHECKED_ENV = 'VLMEVAL_EXT_JUDGE_CHECKED'
+SECRET_FLAGS = ('--judge-key', '--key', '--api-key')
+
+
+def mask_secret_args(argv) -> list[str]:
+    """argv with the values of key flags masked (`--judge-key K` and `--judge-key=K`)."""
+    from vlmeval_ext.core.secrets import MASK
+    out, hide_next = [], False
+    for arg in argv:
+        if hide_next:
+            out.append(MASK)
+            hide_next = False
+        elif arg in SECRET_FLAGS:
+            out.append(arg)
+            hide_next = True
+        elif arg.startswith(tuple(f + '=' for f in SECRET_FLAGS)):
+            out.append(arg.split('=', 1)[0] + '=' + MASK)
+        else:
+            out.append(arg)
+    return out
+
+
+def _keep_keys_out_of_status_files() -> None:
+    """The kit stores sys.argv in status.json (a `--judge-key` in clear text): mask it on the way in.
+
+    Patched in vlmeval.smp before the kit's run module imports it, so ms-vlmeval and an upstream run.py both
+    pick up the wrapper."""
+    import vlmeval.smp as smp
+    original = smp.upsert_run_status
+    if getattr(original, '_masks_keys', False):
+        return
+
+    def upsert_run_status(run_dir, **fields):
+        if 'argv' in fields and fields['argv'] is not None:
+            fields['argv'] = mask_secret_args(fields['argv'])
+        return original(run_dir, **fields)
+
+    upsert_run_status._masks_keys = True
+    smp.upsert_run_status = upsert_run_status
+    if 'vlmeval.run' in sys.modules:
+        sys.modules['vlmeval.run'].upsert_run_status = upsert_run_status
+
+
+def judge_preflight(argv) -> str | None:
+    """With an API --judge for one of our datasets, make one tiny call before inference starts: the kit would
+    find a dead judge only after hours of inference. Returns the error, or None."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument('--judge', default=None)
+    parser.add_argument('--judge-base-url', default=None)
+    parser.add_argument('--judge-key', default=None)
+    parser.add_argument('--mode', default='all')
+    parser.add_argument('--data', nargs='+', default=[])
+    args, _ = parser.parse_known_args(argv)
+    from vlmeval_ext.core.judging import OFFLINE_JUDGES
+    if not args.judge or args.judge in OFFLINE_JUDGES or args.judge == 'exact_matching' or args.mode == 'infer':
+        return None
+    from vlmeval_ext.registry import our_dataset_names
+    ours = set(our_dataset_names())
+    if not any(name in ours or name.endswith('-RC') for name in args.data):
+        return None
+    from vlmeval_ext.core.judge import JudgeUnavailable, preflight
+    from vlmeval_ext.core.judging import kit_judge_caller
+    kwargs = {'timeout': 60}
+    if args.judge_base_url:
+        kwargs['api_base'] = f"{args.judge_base_url.rstrip('/')}/chat/completions"
+    if args.judge_key:
+        kwargs['key'] = args.judge_key
+    call, _ = kit_judge_caller(args.judge, **kwargs)
+    try:
+        preflight(call)
+    except JudgeUnavailable as err:
+        return str(err)
+    # Checked once for the whole run: evaluate() need not ask again (see core.judging.bind_judge).
+    os.environ[JUDGE_CHECKED_ENV] = args.judge
+    return None
+
+
 def run(argv: list[str]) -> int:
     from vlmeval_ext.registry import register_all
     register_all()
@@ -73,6 +150,11 @@ def run(argv: list[str]) -> int:
             for e in errors:
                 print(f'[vlmeval-ext] ERROR: {e}', file=sys.stderr)
             return 2
+    error = judge_preflight(argv)
+    if error:
+        print(f'[vlmeval-ext] ERROR: {error}', file=sys.stderr)
+        return 2
+    _keep_keys_out_of_status_files()
     sys.argv = ['run.py', *argv]
     upstream = os.environ.get('VLMEVALKIT_RUN_PY')
     if upstream:

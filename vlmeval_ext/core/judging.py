@@ -6,6 +6,7 @@ e.g. `--judge-args '{"judge_mode": "efficient"}'`.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -28,6 +29,32 @@ class JudgeHandle:
     endpoint_host: str | None = None
 
 
+class _KeepAliveRequests:
+    """Stands in for the `requests` module inside the kit's gpt wrapper: `post` reuses one keep-alive Session per
+    thread (the kit opens a new connection per call, which halves judge throughput); everything else is requests."""
+
+    def __init__(self):
+        import threading
+
+        import requests
+        self._requests, self._local = requests, threading.local()
+
+    def post(self, *args, **kwargs):
+        session = getattr(self._local, 'session', None)
+        if session is None:
+            session = self._local.session = self._requests.Session()
+        return session.post(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._requests, name)
+
+
+def _use_keep_alive_in_kit_wrapper() -> None:
+    import vlmeval.api.gpt as gpt
+    if not isinstance(getattr(gpt, 'requests', None), _KeepAliveRequests):
+        gpt.requests = _KeepAliveRequests()
+
+
 def kit_judge_caller(model: str, **kwargs) -> tuple[Callable[[str], str], str | None]:
     """A caller around the kit's build_judge that raises on failure (the kit returns a fail-message string)."""
     from urllib.parse import urlparse
@@ -36,6 +63,7 @@ def kit_judge_caller(model: str, **kwargs) -> tuple[Callable[[str], str], str | 
     kwargs = {k: v for k, v in kwargs.items() if k not in PROTOCOL_KEYS}
     kwargs['retry'] = 1        # retries are ours (counted, with backoff); the kit's would hide failures
     judge = build_judge(model=model, **kwargs)
+    _use_keep_alive_in_kit_wrapper()
 
     def call(prompt: str) -> str:
         try:
@@ -74,6 +102,8 @@ def bind_judge(judge_kwargs: dict, default_model: str,
     call, host = kit_judge_caller(model, **kwargs)
     handle = JudgeHandle(name=model, call=call, mode=mode, nproc=nproc, retries=retries, backoff=backoff,
                          endpoint_host=host)
-    if kwargs.get('preflight', True):
+    # The launcher checks an API judge once before inference; a direct evaluate() (or `vlmeval-ext eval`) checks here.
+    checked_by_launcher = os.environ.get('VLMEVAL_EXT_JUDGE_CHECKED') == model
+    if kwargs.get('preflight', True) and not checked_by_launcher:
         preflight(call, retries=retries, backoff=backoff)
     return handle

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from vlmeval_ext.core.dataset import ExtImageDataset, tsv_path
+from vlmeval_ext.core.dataset import ExtImageDataset, kit_fail_message, tsv_path
 from vlmeval_ext.core.io import DataError, file_md5, load_predictions, stem_path, write_json
 from vlmeval_ext.grab import data as grab_data
 from vlmeval_ext.grab import prompt as grab_prompt
@@ -57,7 +57,7 @@ class GRAB(ExtImageDataset):
     # ---- evaluation -------------------------------------------------------------------------------------------
     def evaluate(self, eval_file, **judge_kwargs):
         preds = load_predictions(eval_file, required=PREDICTION_COLUMNS)
-        fail_msg = _kit_fail_message()
+        fail_msg = kit_fail_message()
         rows = []
         for i, item in enumerate(preds.to_dict('records')):
             where = f'{eval_file}: row {i + 2}'
@@ -78,14 +78,19 @@ class GRAB(ExtImageDataset):
                          'question': str(item['question']), 'answer': answer,
                          'prediction': response,
                          **grab_score.score_response(response, answer, str(item['question']))})
-        extra = {s: {'inference_failures': sum(r['failed'] is not None for r in rows)}
-                 for s in ('official', 'normalized')}
+        # Failed items are counted here and listed in _items.tsv (column `failed`; never scored); the kit's
+        # rerun retries them.
+        infer_failed = [str(r['index']) for r in rows if r['failed'] is not None]
+        extra = {s: {'inference_failures': len(infer_failed)} for s in ('official', 'normalized')}
         extra['normalized']['unparsed'] = sum(r['failed'] is None and r['parsed'] is None for r in rows)
         for counts in extra.values():
             counts['empty_responses'] = sum(r['prediction'] == '' for r in rows)
         judge_model = judge_kwargs.get('model')
         if judge_model not in NO_JUDGE:
             extra['llm_extracted'] = self._llm_extract(rows, eval_file, judge_kwargs)
+        self.manifest_extra = {'counts': {
+            'infer_failed': len(infer_failed),
+            'judge_failed': extra.get('llm_extracted', {}).get('judge_failures', 0)}}
         score_rows = [{k: r[k] for k in ('task', 'category', 'complexity', 'official', 'normalized',
                                           'llm_extracted') if k in r} for r in rows]
         scores = grab_report.score_json(score_rows, extra)
@@ -119,19 +124,15 @@ class GRAB(ExtImageDataset):
             if task is None:
                 continue
             row['llm_extracted'] = results[task.key].score
+            row['judge_failed'] = results[task.key].failed
             extracted = task.extracted
             no_answer += extracted is grab_score.NO_ANSWER
             row['extracted'] = '<None>' if extracted is grab_score.NO_ANSWER else extracted
         return {'judge': handle.name, 'judge_mode': handle.mode,
                 'inference_failures': sum(r['prediction'] is None for r in rows),
-                'judge_failures': stats.failed_tasks, 'no_answer': no_answer,
+                'inference_failed_items': [str(r['index']) for r in rows if r['prediction'] is None],
+                'judge_failures': stats.failed_tasks, 'judge_failed_items': stats.failed_keys,
+                'no_answer': no_answer,
                 'calls_made': stats.calls_made, 'calls_cached': stats.calls_cached}
 
 
-def _kit_fail_message() -> str | None:
-    """The text the kit's API wrappers put in place of an answer when every call failed."""
-    import inspect
-
-    from vlmeval.api.base import BaseAPI
-    parameter = inspect.signature(BaseAPI.__init__).parameters.get('fail_msg')
-    return parameter.default if parameter is not None else None

@@ -311,6 +311,14 @@ def parse_extraction_reply(reply: str):
     return text
 
 
+def usable_extraction(extracted) -> bool:
+    """A judge reply that can be a verdict: "None", or text holding a digit (every GRAB answer has one).
+
+    Anything else (an error page, a refusal, random symbols) says nothing about the model's answer.
+    """
+    return extracted is NO_ANSWER or bool(re.search(r'\d', extracted))
+
+
 def llm_extracted_correct(extracted, answer: str) -> bool:
     """Exact comparison of the extracted answer with the ground truth (NO_ANSWER is wrong)."""
     _require_str(answer, 'answer')
@@ -333,11 +341,23 @@ class ExtractionTask:
     def prompt(self, call_id: str) -> str:
         return extraction_prompt(self.question, self.response)
 
+    MAX_ASKS = 3   # a reply that is not an answer (see usable_extraction) is asked again, then counted failed
+
+    def _call_id(self, attempt: int) -> str:
+        return self.CALL if attempt == 0 else f'{self.CALL}#{attempt + 1}'
+
     def step(self, verdicts: dict):
-        if self.CALL not in verdicts:
-            return Step(need=[self.CALL])
-        self.extracted = parse_extraction_reply(verdicts[self.CALL])
-        return Step(score=float(llm_extracted_correct(self.extracted, self.answer)))
+        for attempt in range(self.MAX_ASKS):
+            call_id = self._call_id(attempt)
+            if call_id not in verdicts:
+                return Step(need=[call_id])
+            extracted = parse_extraction_reply(verdicts[call_id])
+            if usable_extraction(extracted):
+                self.extracted = extracted
+                return Step(score=float(llm_extracted_correct(extracted, self.answer)))
+        # Garbage (an API error page, random text) is a failed call, never a wrong answer.
+        return Step(failed=f'the judge replied {self.MAX_ASKS} times without an answer or "None": '
+                           f'{verdicts[self._call_id(self.MAX_ASKS - 1)][:60]!r}')
 
     def decide_without_judge(self):
         # Efficient mode only: a response that already is exactly the answer needs no extraction.

@@ -59,6 +59,17 @@ def _loads_lenient(text: str):
     return value if isinstance(value, dict) else None
 
 
+SCAN_EDGE = 32_768   # a long output is searched for embedded JSON in its first and last 32 KB only
+
+
+def _scan_window(text: str) -> list[str]:
+    """Where to look for embedded JSON: all of a normal output; head and tail of a huge one (a 1 MB output of
+    braces would otherwise cost one failed decode per brace, each counting lines up to it: minutes)."""
+    if len(text) <= 2 * SCAN_EDGE:
+        return [text]
+    return [text[:SCAN_EDGE], text[-SCAN_EDGE:]]
+
+
 def _find_object(text: str):
     """(value, found_any_json): the dict to read, preferring one with an "answer" key."""
     stripped = text.strip()
@@ -70,7 +81,8 @@ def _find_object(text: str):
             whole.append(value)
     embedded = []
     for candidate in candidates:
-        embedded += _json_values(candidate) + _json_values(_BAD_ESCAPE.sub(r'\\\\', candidate))
+        for part in _scan_window(candidate):
+            embedded += _json_values(part) + _json_values(_BAD_ESCAPE.sub(r'\\\\', part))
         start, end = candidate.find('{'), candidate.rfind('}')
         if 0 <= start < end:
             value = _loads_lenient(candidate[start:end + 1])

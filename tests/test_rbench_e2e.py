@@ -1,0 +1,356 @@
+"""R-Bench-Full end to end through run.py, the loopback server playing the model and the judge, on the shipped demo
+split (24 real Ref_Release.csv items, generated reference images and their corrupt()ed versions).
+
+Five subprocesses in all (each pays the kit's import):
+  1. official mode, uninterrupted, judge faults injected once judging starts (transient HTTP faults + one
+     prompt whose every reply is unparseable);
+  2./3. efficient mode, SIGKILLed during judging, then the same command again with --reuse;
+  4. `vlmeval-ext eval --judge offline` on a predictions file with failed / empty / unpaired rows;
+  5. `run.py --data R-Bench-Full --model InternVL2-1B` reaches the kit's model builder and fails offline.
+The model and judge replies are designed so that every expected score is known in advance (and efficient mode
+must equal official mode on them).
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vlmeval_ext.rbench.make_demo import DEMO_TSV, WIDTH0
+from vlmeval_ext.rbench.prompt import model_prompt
+from vlmeval_ext.rbench.report import rbench_table
+from vlmeval_ext.rbench.score import parse_captions, parse_choices
+from vlmeval_ext.testing.kit_run import REPO_ROOT, kit_environment, loopback_model_config, run_kit, write_config
+
+MODEL = 'LoopbackGPT'
+DATA = 'R-Bench-Full_DEMO'
+PREFLIGHT = 'Reply with the single word: ready'
+UNPARSEABLE = 'I cannot decide.'
+_MCQ = re.compile(r'with option \[(?P<correct>.*?)\] being the correct answer\..*?there will be an answer '
+                  r'\[(?P<answer>.*?)\] provided by a respondent', re.S)
+_OPEN = re.compile(r'(?:the response|the sentence) \[(?P<answer>.*?)\] completely matches the correct answer '
+                   r'\[(?P<correct>.*?)\]\. ', re.S)
+
+
+# ------------------------------------------------------------------------------------- the scripted model
+def _demo() -> pd.DataFrame:
+    return pd.read_csv(DEMO_TSV, sep='\t', keep_default_na=False, dtype={'answer': str})
+
+
+def _pixels(b64: str) -> np.ndarray:
+    from PIL import Image
+    with Image.open(io.BytesIO(base64.b64decode(b64))) as im:
+        return np.asarray(im.convert('RGB'), dtype=float)
+
+
+def model_output(row, variant: str) -> str:
+    """Reference image: right (MCQ letter, VQA answer, first reference caption). Distorted image: the same for
+    even pair ids (identical outputs), a wrong one for odd pair ids."""
+    pid, task = int(row['pair_id']), row['type']
+    if task == 'MCQ':
+        right = row['answer'].strip()
+        wrong = next(k for k in parse_choices(row['choice']) if k != right)
+        return right if variant == 'ref' or pid % 2 == 0 else wrong
+    if task == 'VQA':
+        return row['answer'] if variant == 'ref' or pid % 2 == 0 else f'something else entirely {pid}'
+    first = parse_captions(row['answer'])[0]
+    return first if variant == 'ref' or pid % 2 == 0 else f'a blurry picture {pid}'
+
+
+class ScriptedModel:
+    """Knows each request's item from the image width (WIDTH0 + pair_id) and ref/dis from the pixels."""
+
+    def __init__(self, demo: pd.DataFrame):
+        self.rows = {int(r['pair_id']): r for r in demo[demo.variant == 'ref'].to_dict('records')}
+        self.pixels = {(int(r['pair_id']), r['variant']): _pixels(r['image']) for r in demo.to_dict('records')}
+        self.seen = []          # (pair_id, variant, prompt text)
+
+    def classify(self, data_url: str) -> tuple[int, str]:
+        seen = _pixels(data_url.partition(',')[2])
+        pid = seen.shape[1] - WIDTH0
+        dist = {v: float(np.abs(self.pixels[(pid, v)] - seen).mean()) for v in ('ref', 'dis')}
+        return pid, min(dist, key=dist.get)
+
+    def __call__(self, body) -> str:
+        content = body['messages'][-1]['content']
+        if isinstance(content, str):          # a judge request (text only)
+            return judge_reply(content)
+        images = [p['image_url']['url'] for p in content if p.get('type') == 'image_url']
+        texts = ' '.join(p.get('text', '') for p in content if p.get('type') == 'text')
+        if not images:
+            return judge_reply(texts)
+        pid, variant = self.classify(images[0])
+        self.seen.append((pid, variant, texts))
+        return model_output(self.rows[pid], variant)
+
+
+# ------------------------------------------------------------------------------------- the scripted judge
+def unparseable_item(demo) -> int:
+    """The first odd VQA pair: every judge prompt about its distorted output gets a reply without a verdict."""
+    return min(int(p) for p, t in zip(demo.pair_id, demo.type) if t == 'VQA' and int(p) % 2)
+
+
+BROKEN = {'marker': None}
+
+
+def judge_reply(prompt: str) -> str:
+    if PREFLIGHT in prompt:
+        return 'ready'
+    if BROKEN['marker'] and BROKEN['marker'] in prompt:
+        return UNPARSEABLE
+    m = _MCQ.search(prompt)
+    if m:   # 'Score: 1.': the official last-character parse would read 0
+        return f'Score: {int(m["answer"].strip() == m["correct"].strip())}.'
+    m = _OPEN.search(prompt)
+    assert m, prompt[:200]
+    return f'Score: {2 if m["answer"].strip().lower() == m["correct"].strip().lower() else 0}'
+
+
+def expected_rows(demo) -> list[dict]:
+    """Per-item scores the scripted model and judge must produce (None: the unparseable item's dis and com)."""
+    broken = unparseable_item(demo)
+    rows = []
+    for r in demo[demo.variant == 'ref'].to_dict('records'):
+        pid, task = int(r['pair_id']), r['type']
+        same = pid % 2 == 0
+        if task == 'CAP':
+            caps = parse_captions(r['answer'])
+            ref = sum(c.strip().lower() == caps[0].strip().lower() for c in caps) / len(caps)
+            dis = ref if same else 0.0
+        else:
+            ref, dis = 1.0, (1.0 if same else 0.0)
+        com = 1.0 if same else 0.0
+        if pid == broken:
+            dis = com = None
+        rows.append({'pair_id': pid, 'name': r['name'], 'type': task, 'distortion': int(r['distortion']),
+                     'strength': int(r['strength']), 'score_ref': ref, 'score_dis': dis, 'score_com': com})
+    return rows
+
+
+def _judge_requests(log):
+    return [r for r in log if r.n_images == 0 and PREFLIGHT not in r.prompt]
+
+
+def _score_json(work: Path) -> dict:
+    return json.loads((work / MODEL / f'{MODEL}_{DATA}_score.json').read_text())
+
+
+def _cache_keys(work: Path) -> list[tuple[str, str]]:
+    path = work / MODEL / f'{MODEL}_{DATA}_loopback-judge_verdicts.jsonl'
+    keys = []
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:      # a line torn by the kill
+            continue
+        keys.append((rec['task'], rec['call']))
+    return keys
+
+
+def _assert_scores(score: dict, rows: list[dict]) -> None:
+    table = rbench_table(rows)
+    for metric in ('absolute', 'relative'):
+        for dim, value in table[metric].items():
+            assert score[metric][dim] == pytest.approx(value, abs=1e-9) if value is not None \
+                else score[metric][dim] is None, (metric, dim)
+
+
+# ------------------------------------------------------------------------------------------ the runs
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    from vlmeval_ext.testing.loopback_server import LoopbackServer
+
+    tmp = tmp_path_factory.mktemp('rbench_e2e')
+    demo = _demo()
+    BROKEN['marker'] = f'[something else entirely {unparseable_item(demo)}]'
+    out = {'demo': demo, 'tmp': tmp}
+    server = LoopbackServer(seed=3).start()
+    try:
+        model = ScriptedModel(demo)
+        server.default = model
+        env = kit_environment(tmp, server)
+        cfg = write_config(tmp, loopback_model_config(server, {DATA: {'class': 'RBenchFull', 'dataset': DATA}}))
+
+        def args(work, mode):
+            protocol = {'judge_mode': mode, 'judge_backoff': 0.02, 'judge_retries': 5}
+            return ['--config', cfg, '--work-dir', work, '--judge', 'loopback-judge', '--api-nproc', '4',
+                    '--reuse', '--judge-args', json.dumps(protocol)]
+
+        def popen(argv):
+            cmd = [sys.executable, str(REPO_ROOT / 'run.py'), *map(str, argv)]
+            return subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True)
+
+        # 1. official, faults injected as soon as judging starts (inference stays clean)
+        proc = popen(args(tmp / 'official', 'official'))
+        deadline = time.time() + 300
+        while not server.count(re.escape(PREFLIGHT)) and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        # transient faults only ('garbage' replies would be stored verdicts and re-asked: not transient)
+        server.fault_kinds = ('429', '500', 'malformed', 'empty')
+        server.fault_rate = 0.05
+        server.fail_next('500', 3)
+        stdout, _ = proc.communicate(timeout=300)
+        server.fault_rate = 0.0
+        assert proc.returncode == 0, stdout[-4000:]
+        out['official'] = {'stdout': stdout, 'log': list(server.log), 'seen': list(model.seen)}
+        server.reset_log()
+        model.seen.clear()
+
+        # 2. efficient, killed during judging
+        server.latency = 0.05
+        work = tmp / 'efficient'
+        proc = popen(args(work, 'efficient'))
+        deadline = time.time() + 300
+        while len(_judge_requests(server.log)) < 12 and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+        out['killed'] = {'returncode': proc.returncode, 'cached': _cache_keys(work),
+                         'judge_requests': len(_judge_requests(server.log))}
+        server.reset_log()
+        server.latency = 0.0
+
+        # 3. the same command again
+        proc = popen(args(work, 'efficient'))
+        stdout, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stdout[-4000:]
+        out['resumed'] = {'stdout': stdout, 'log': list(server.log), 'seen': list(model.seen)}
+    finally:
+        server.stop()
+    return out
+
+
+def test_model_saw_both_images_of_every_item_with_the_official_prompt(runs):
+    demo, seen, log = runs['demo'], runs['official']['seen'], runs['official']['log']
+    model_requests = [r for r in log if r.n_images]
+    assert len(model_requests) == len(demo) == 48
+    assert all(r.n_images == 1 for r in model_requests)
+    by_size = {}
+    for r in model_requests:
+        (image,) = [p for p in r.parts if p[0] == 'image']
+        by_size.setdefault(image[2], []).append(image[1])
+    # one width per item: each item's two requests carried two different images
+    assert len(by_size) == 24
+    assert all(len(hashes) == 2 and hashes[0] != hashes[1] for hashes in by_size.values())
+    assert Counter((pid, v) for pid, v, _ in seen) == Counter((int(p), v) for p, v in zip(demo.pair_id, demo.variant))
+    rows = {int(r['pair_id']): r for r in demo.to_dict('records')}
+    for pid, _, text in seen:
+        r = rows[pid]
+        assert text.strip() == model_prompt(r['type'], r['question'], r['choice']).strip()
+
+
+def test_official_scores_with_faults(runs):
+    demo, log = runs['demo'], runs['official']['log']
+    score = _score_json(runs['tmp'] / 'official')
+    _assert_scores(score, expected_rows(demo))
+    judge = score['judge']
+    # transient faults happened and were retried; the unparseable prompt failed dis and com of one item
+    assert any(r.outcome != 'ok' for r in _judge_requests(log))
+    assert judge['failures']['judge_failed_scores'] == 2
+    assert judge['failures']['excluded_scores'] == {'score_ref': 0, 'score_dis': 1, 'score_com': 1}
+    assert judge['mode'] == 'official' and judge['model'] == 'loopback-judge'
+    # official protocol: MCQ/VQA 5 calls per score, CAP one per caption (+5 for com); re-asks on top
+    caps = [len(parse_captions(a)) for a, t, v in zip(demo.answer, demo.type, demo.variant) if t == 'CAP' and v == 'ref']
+    official_calls = 8 * 15 + 8 * 15 + sum(2 * n + 5 for n in caps)
+    reasks = 2 * 5 * 2      # dis and com of the broken item: 5 calls each, each asked 3 times
+    assert judge['calls'] == official_calls + reasks
+    assert sum(1 for r in _judge_requests(log) if r.outcome == 'ok') == judge['calls']
+    scores_csv = pd.read_csv(runs['tmp'] / 'official' / MODEL / f'{MODEL}_{DATA}_scores.csv')
+    assert scores_csv['score_dis'].isna().sum() == 1           # failed: empty, never 0
+    stdout = runs['official']['stdout']
+    assert '| Absolute | MCQ low | MCQ mid | MCQ high | VQA low' in stdout and '| Relative |' in stdout
+    for suffix in ('_robustness.csv', '_radar.png', '_task_strength.png', '_manifest.json'):
+        assert (runs['tmp'] / 'official' / MODEL / f'{MODEL}_{DATA}{suffix}').is_file()
+    manifest = json.loads((runs['tmp'] / 'official' / MODEL / f'{MODEL}_{DATA}_manifest.json').read_text())
+    assert 'judge_VQA' in json.dumps(manifest) and 'sk-vlmevalext-FAKE' not in json.dumps(manifest)
+
+
+def test_efficient_resume_after_kill(runs):
+    demo, killed, resumed = runs['demo'], runs['killed'], runs['resumed']
+    assert killed['returncode'] == -signal.SIGKILL
+    assert killed['cached'], 'the kill came before any verdict was stored'
+    work = runs['tmp'] / 'efficient'
+    final = _cache_keys(work)
+    # no verdict asked twice: every (task, call) stored once, and the rerun asked only what was not stored
+    assert len(final) == len(set(final))
+    assert set(killed['cached']) <= set(final)
+    assert 0 < len(killed['cached']) < len(final)            # killed mid-judging, not before or after
+    asked_again = [r for r in _judge_requests(resumed['log']) if r.outcome == 'ok']
+    assert len(asked_again) == len(final) - len(killed['cached'])
+    assert not [r for r in resumed['log'] if r.n_images]      # --reuse: no inference again
+    # the resumed efficient run scores exactly like the uninterrupted official run, with far fewer calls
+    official, efficient = _score_json(runs['tmp'] / 'official'), _score_json(work)
+    assert efficient['absolute'] == official['absolute'] and efficient['relative'] == official['relative']
+    judge = efficient['judge']
+    assert judge['mode'] == 'efficient' and judge['calls'] == len(final)
+    assert judge['calls'] < official['judge']['calls'] / 4
+    assert judge['calls_per_item'] == pytest.approx(len(final) / 24, abs=1e-3)
+    # without the judge: MCQ bare letters (ref, com, and dis where it differs from ref), VQA ref (= answer),
+    # VQA/CAP com where both outputs are identical (even pairs); dis of even pairs reuses ref's verdicts
+    even = {t: sum(1 for p, tt, v in zip(demo.pair_id, demo.type, demo.variant)
+                   if tt == t and v == 'ref' and int(p) % 2 == 0) for t in ('MCQ', 'VQA', 'CAP')}
+    assert judge['decided_without_judge'] == (8 + (8 - even['MCQ']) + 8) + (8 + even['VQA']) + even['CAP']
+    assert judge['reused_verdicts'] == 12                          # even pairs: identical ref/dis outputs
+    assert judge['failures']['judge_failed_scores'] == 2
+
+
+# ------------------------------------------------------------------------------ offline judge on a file
+def test_eval_cli_offline_on_predictions_with_failures(runs, tmp_path):
+    pred = pd.read_excel(runs['tmp'] / 'official' / MODEL / f'{MODEL}_{DATA}.xlsx')
+    pred.loc[pred['index'] == 1, 'prediction'] = 'Failed to obtain answer via API.'   # pair 0, dis
+    pred.loc[pred['index'] == 16, 'prediction'] = ''                                   # pair 8, ref
+    pred = pred[pred['index'] != 33]                                                    # pair 16 loses dis
+    path = tmp_path / f'M_{DATA}.xlsx'
+    pred.to_excel(path, index=False)
+    env = kit_environment(tmp_path)
+    proc = run_kit(['eval', '--data', DATA, '--pred', path, '--judge', 'offline'], env=env,
+                   entry=('-m', 'vlmeval_ext'))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    score = json.loads((tmp_path / f'M_{DATA}_score.json').read_text())
+    judge = score['judge']
+    assert 'approximation' in judge['label'] and judge['mode'] == 'offline' and judge['calls'] == 0
+    assert judge['failures']['inference_failed_rows'] == 2
+    assert judge['failures']['missing_partner_items'] == 1
+    # pair 0: dis and com; pair 8: ref and com; pair 16: dis and com
+    assert judge['failures']['excluded_scores'] == {'score_ref': 1, 'score_dis': 2, 'score_com': 3}
+    robustness = pd.read_csv(tmp_path / f'M_{DATA}_robustness.csv')
+    assert list(robustness.columns) == ['dimension', 'absolute', 'relative', 'judge']
+    assert robustness['judge'].str.contains('approximation').all()
+    assert 'approximation' in proc.stdout and '| Absolute |' in proc.stdout
+    # the scripted outputs are easy cases: the offline judge must rank right ones above wrong ones
+    rows = pd.read_csv(tmp_path / f'M_{DATA}_scores.csv')
+    mcq = rows[rows.type == 'MCQ']
+    assert mcq['score_ref'].dropna().eq(1.0).all()
+    vqa = rows[rows.type == 'VQA'].reset_index(drop=True)
+    odd = [int(p) % 2 == 1 for p in runs['demo'][(runs['demo'].variant == 'ref') & (runs['demo'].type == 'VQA')].pair_id]
+    assert vqa['score_dis'][[not o for o in odd]].dropna().min() > vqa['score_dis'][odd].dropna().max()
+
+
+# ------------------------------------------------------------------------------ a real kit model
+def test_full_name_reaches_the_kit_model_builder(tmp_path):
+    env = kit_environment(tmp_path)
+    lmu = Path(env['LMUData'])
+    shutil.copyfile(DEMO_TSV, lmu / 'R-Bench-Full.tsv')
+    from vlmeval_ext.core.io import file_md5
+    (lmu / 'R-Bench-Full.tsv.md5').write_text(file_md5(lmu / 'R-Bench-Full.tsv') + '\n')
+    proc = run_kit(['--data', 'R-Bench-Full', '--model', 'InternVL2-1B', '--work-dir', tmp_path / 'out'], env=env)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert '[vlmeval-ext] FAILED: InternVL2-1B x R-Bench-Full' in proc.stderr
+    status = json.loads((tmp_path / 'out' / 'InternVL2-1B' / 'status.json').read_text())
+    entry = status['datasets']['R-Bench-Full']
+    # the dataset was built (prediction file planned) and the failure is the model's weights, offline
+    assert entry['prediction_file'].endswith('InternVL2-1B_R-Bench-Full.xlsx')
+    assert re.search(r'InternVL2-1B|huggingface|offline|connect', entry['error_message'], re.I), entry

@@ -1,0 +1,161 @@
+"""Judge protocol (official and efficient) as pure step functions, on real R-Bench rows and LLaVA-1.5 outputs."""
+import pytest
+
+from vlmeval_ext.rbench.fixtures import load_items
+from vlmeval_ext.rbench.score import (Item, certain_letter, make_tasks, official_last_char_verdict, parse_captions,
+                                      parse_choices, parse_verdict, run_sync)
+
+
+@pytest.fixture(scope='module')
+def items(fixtures_dir):
+    fx = fixtures_dir / 'rbench'
+    return load_items(fx / 'Ref_Release.csv', fx / 'llava15_ref.csv', fx / 'llava15_dis.csv')
+
+
+@pytest.mark.parametrize('reply,allowed,ours,official', [
+    ('Score: 1', (0, 1), 1, 1),
+    ('Score: 1.', (0, 1), 1, 0),          # the notebook's last-character parse loses this verdict
+    ('Score: 2\n', (0, 1, 2), 2, 0),
+    ('**Score:** 2', (0, 1, 2), 2, 2),
+    ('The answer matches. Score: 0', (0, 1), 0, 0),
+    ('score=2 (complete match)', (0, 1, 2), 2, 0),
+    ('1', (0, 1), 1, 1),
+    ('Score: 3', (0, 1, 2), None, 0),      # out of scale: no verdict, not 0
+    ('I cannot judge this.', (0, 1), None, 0),
+    ('Format: Score: 0/1 ... Score: 1', (0, 1), 1, 1),
+])
+def test_parse_verdict_vs_official(reply, allowed, ours, official):
+    assert parse_verdict(reply, allowed) == ours
+    assert official_last_char_verdict(reply, allowed) == official
+
+
+def test_choices_and_captions_from_release(items):
+    assert parse_choices(items[0].choice) == {'A': 'running', 'B': 'Play football', 'C': 'Play tennis',
+                                              'D': 'Play basketball'}
+    assert parse_choices(items[139].choice) == {'A': 'Hand handling', 'B': 'Wheel rolling', 'C': "It can't move"}
+    caps = [it for it in items if it.type == 'CAP']
+    assert all(4 <= len(it.captions()) <= 6 for it in caps)
+    with pytest.raises(ValueError, match='row 7 column answer'):
+        parse_captions("['a cat', __import__('os')]", 'file.csv row 7 column answer')
+    with pytest.raises(ValueError, match='non-empty list'):
+        parse_captions("'just a string'", 'x')
+
+
+def test_certain_letter():
+    opts = {'A': 'running', 'B': 'Play football', 'C': 'Play tennis'}
+    for text, want in [('C', 'C'), (' C.', 'C'), ('(B)', 'B'), ('C. Play tennis', 'C'), ('play tennis', 'C'),
+                       ('C. Play football', None), ('The answer is C', None), ('D', None), ('A or B', None)]:
+        assert certain_letter(text, opts) == want, text
+
+
+def _judge_const(reply):
+    return lambda prompt: reply
+
+
+def test_official_mcq_five_calls_majority(items):
+    item = items[0]  # MMBench_35, answer C, LLaVA said C
+    (dis,) = make_tasks(item, kinds=['dis'])
+    step = dis.step({})
+    assert step.need == [f'q#r{k}' for k in range(1, 6)]
+    prompt = dis.prompt('q#r1')
+    assert "a set of options [A.running; B.Play football; C.Play tennis; D.Play basketball] with option [C]" in prompt
+    assert f'answer [{item.pred_dis}] provided by a respondent' in prompt
+    votes = dict(zip(step.need, ['Score: 1', 'Score: 0', 'Score: 1.', 'Score: 0', 'Score: 1']))
+    assert dis.step(votes).score == 1.0
+    votes['q#r5'] = 'Score: 0'
+    assert dis.step(votes).score == 0.0
+    assert dis.decide_without_judge() is None  # official mode never skips the judge
+
+
+def test_official_vqa_and_cap_normalisation(items):
+    vqa = next(it for it in items if it.type == 'VQA')
+    (t,) = make_tasks(vqa, kinds=['dis'])
+    votes = dict(zip(t.step({}).need, ['Score: 2', 'Score: 1', 'Score: 2', 'Score: 0', 'Score: 2']))
+    assert t.step(votes).score == pytest.approx(7 / 10)
+    cap = next(it for it in items if it.type == 'CAP')
+    refs = cap.captions()
+    (t,) = make_tasks(cap, kinds=['ref'])
+    need = t.step({}).need
+    assert need == [f'cap{i}#r1' for i in range(1, len(refs) + 1)]
+    assert f'correct answer [{refs[1]}]' in t.prompt('cap2#r1')
+    votes = {cid: 'Score: 2' if i == 0 else 'Score: 1' for i, cid in enumerate(need)}
+    assert t.step(votes).score == pytest.approx((2 + (len(refs) - 1)) / (2 * len(refs)))
+    (com,) = make_tasks(cap, kinds=['com'])
+    need = com.step({})
+    assert need.need == [f'q#r{k}' for k in range(1, 6)]
+    assert f'correct answer [{cap.pred_ref}]' in com.prompt('q#r1')
+    assert f'sentence [{cap.pred_dis}]' in com.prompt('q#r1')
+
+
+def test_unparseable_reply_is_reasked_then_failed_never_zero(items):
+    (t,) = make_tasks(items[20 if items[20].type == 'VQA' else 500], kinds=['dis'])
+    need = t.step({}).need
+    votes = {cid: 'Score: 2' for cid in need}
+    votes['q#r3'] = 'hmm'
+    assert t.step(votes).need == ['q#r3+1']
+    votes['q#r3+1'] = 'Score: 1'
+    assert t.step(votes).score == pytest.approx(9 / 10)
+    votes['q#r3+1'] = 'no idea'
+    votes['q#r3+2'] = 'still no idea'
+    step = t.step(votes)
+    assert step.score is None and 'q#r3' in step.failed
+
+
+def test_efficient_shortcuts_on_real_llava_outputs(items):
+    mcq = items[0]
+    tasks = {t.meta['kind']: t for t in make_tasks(mcq, mode='efficient')}
+    assert tasks['dis'].decide_without_judge() == 1.0       # 'C' vs answer C
+    assert tasks['com'].decide_without_judge() == (1.0 if mcq.pred_ref.strip() == mcq.pred_dis.strip() else 0.0)
+    wrong = items[3]  # RealWorldQA_79: answer C, LLaVA said A on the distorted image
+    assert wrong.pred_dis.strip() == 'A'
+    assert make_tasks(wrong, mode='efficient', kinds=['dis'])[0].decide_without_judge() == 0.0
+    # official mode: same task, never decided without the judge
+    assert make_tasks(wrong, kinds=['dis'])[0].decide_without_judge() is None
+
+
+def test_efficient_stops_once_decided():
+    item = Item(pair_id=1, type='MCQ', question='q', choice='A.x; B.y', answer='A', distortion=1, strength=1,
+                pred_ref='I think x', pred_dis='probably y')
+    (t,) = make_tasks(item, mode='efficient', kinds=['dis'])
+    assert t.decide_without_judge() is None
+    assert t.step({}).need == ['q#r1']
+    assert t.step({'q#r1': 'Score: 0'}).score == 0.0          # agree=1 (spec default)
+    t.agree = 3
+    v = {'q#r1': 'Score: 1', 'q#r2': 'Score: 0'}
+    assert t.step(v).need == ['q#r3']
+    v.update({'q#r3': 'Score: 1', 'q#r4': 'Score: 1'})
+    assert t.step(v).score == 1.0                              # 3 of 5 reached: r5 never asked
+
+
+def test_efficient_equals_official_with_deterministic_judge(items):
+    # every 5th item of the release, a judge that depends only on the prompt
+    def judge(prompt):
+        return f'Score: {len(prompt) % 2}'
+    sample = items[::25]
+    off, n_off = run_sync([t for it in sample for t in make_tasks(it)], judge, use_shortcuts=False)
+    eff_tasks = [t for it in sample for t in make_tasks(it, mode='efficient')]
+    for t in eff_tasks:
+        t.certain = None  # shortcuts off: only the repeat savings and the dis==ref reuse remain
+        t.caption_agree = None   # the one rule that may deviate (tested below)
+    eff, n_eff = run_sync(eff_tasks, judge, use_shortcuts=True)
+    assert {k: s.score for k, s in off.items()} == {k: s.score for k, s in eff.items()}
+    assert n_eff < n_off / 2
+
+
+def test_efficient_caption_early_stop():
+    item = Item(pair_id=2, type='CAP', question='', choice='N', distortion=3, strength=2,
+                answer="['a cat on a mat', 'a cat sitting', 'a kitten', 'a small cat', 'a pet cat']",
+                pred_ref='a cat', pred_dis='a dog')
+    (off,) = make_tasks(item, kinds=['dis'])
+    assert len(off.step({}).need) == 5                         # official: every caption at once
+    (t,) = make_tasks(item, mode='efficient', kinds=['dis'])
+    assert t.caption_agree == 2                                # from the spec (judge.efficient.caption_agree)
+    assert t.step({}).need == ['cap1#r1']
+    assert t.step({'cap1#r1': 'Score: 2'}).need == ['cap2#r1']
+    assert t.step({'cap1#r1': 'Score: 2', 'cap2#r1': 'Score: 2'}).score == 1.0   # first two agree: stop
+    v = {'cap1#r1': 'Score: 2', 'cap2#r1': 'Score: 0'}
+    assert t.step(v).need == ['cap3#r1']                       # disagreement: keep asking, official rule
+    v.update({f'cap{k}#r1': 'Score: 1' for k in (3, 4, 5)})
+    assert t.step(v).score == (2 + 0 + 3) / 10
+    v['cap3#r1'] = 'no idea'
+    assert t.step(v).need == ['cap3#r1+1']                      # unparseable: re-asked, never 0

@@ -1,0 +1,356 @@
+"""R-Bench judge protocol as pure step functions (driven by vlmeval_ext.core.judge.run_tasks).
+
+Per item three scores in [0, 1] (see dataset_specs/rbench.yaml, `judge`):
+  dis: ground truth vs the output on the distorted image
+  ref: ground truth vs the output on the reference image
+  com: the model's reference output taken as correct vs its distorted output
+
+Official mode asks exactly the calls of the official notebook (R-Bench-Script.ipynb): MCQ 5 repeats, majority;
+VQA 5 repeats of 0/1/2, sum/10; CAP one call per reference caption, sum/(2 n); com 5 repeats /10 (MCQ
+majority). Efficient mode decides certain answers without the judge and stops repeating a prompt once its
+first verdicts decide it. Call ids are '<prompt>#r<k>' ('q#r3': the item's prompt, repeat 3; 'cap2#r1':
+reference caption 2); an unparseable reply is re-asked as '<call>+<n>' up to `reask` times, then the task fails.
+A failed call or an unparseable verdict is never scored 0.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import string
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from vlmeval_ext.core.judge import Step
+from vlmeval_ext.core.spec import load_spec
+
+SCORE_KINDS = ('dis', 'ref', 'com')
+JUDGE_MODES = ('official', 'efficient', 'offline')
+
+# "Score: 2", "score=1", "**Score:** 0", "Score : 1." ... the last such mention wins (judges sometimes restate
+# the format first). A reply that is only a digit (with punctuation) is accepted too.
+_SCORE_RE = re.compile(r'score\s*\**\s*[:=\uff1a]?\s*\**\s*\[?\s*(\d+)', re.IGNORECASE)
+_LONE_DIGIT_RE = re.compile(r'^\W*(\d)\W*$')
+
+
+def parse_verdict(reply: str | None, allowed: Sequence[int]) -> int | None:
+    """The judge's verdict in `allowed`, or None when the reply states none (never a default 0)."""
+    if reply is None:
+        return None
+    text = str(reply)
+    found = _SCORE_RE.findall(text)
+    if found:
+        value = int(found[-1])
+    else:
+        lone = _LONE_DIGIT_RE.match(text)
+        if not lone:
+            return None
+        value = int(lone.group(1))
+    return value if value in allowed else None
+
+
+def official_last_char_verdict(reply: str, allowed: Sequence[int]) -> int:
+    """The notebook's parse, kept only to compare against: the reply's last character, else 0."""
+    last = str(reply)[-1:] if reply else ''
+    return int(last) if last in {str(a) for a in allowed} else 0
+
+
+# ----------------------------------------------------------------------------------------------- item data
+def parse_choices(choice: str) -> dict[str, str]:
+    """'A.running; B.Play football' -> {'A': 'running', 'B': 'Play football'} ({} for VQA/CAP's 'N')."""
+    text = str(choice or '').strip()
+    if not text or text == 'N':
+        return {}
+    # The release mostly writes 'A.x; B.y', once 'A.x;B:y' (item 140): accept ':' and a missing space.
+    parts = re.split(r';\s*(?=[A-Z]\s*[.:])', text)
+    options = {}
+    for part in parts:
+        m = re.match(r'\s*([A-Z])\s*[.:]\s*(.*)$', part, re.S)
+        if not m:
+            raise ValueError(f'R-Bench choice {choice!r}: cannot read option {part!r} (expected "A.text; B.text")')
+        options[m.group(1)] = m.group(2).strip()
+    return options
+
+
+def parse_captions(text: str, where: str = 'CAP answer') -> list[str]:
+    """A CAP answer cell ("['a cat ...', 'a dog ...']") -> list of captions. literal_eval/json only, never eval."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f'{where}: empty reference-caption list')
+    value, errors = None, []
+    for parser in (ast.literal_eval, json.loads):
+        try:
+            value = parser(text)
+            break
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as err:
+            errors.append(f'{parser.__module__}.{parser.__name__}: {err}')
+    if value is None:
+        raise ValueError(f'{where}: not a Python/JSON list of captions ({"; ".join(errors)}): {text[:120]!r}')
+    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(c, str) and c.strip() for c in value):
+        raise ValueError(f'{where}: expected a non-empty list of caption strings, got {text[:120]!r}')
+    return [c for c in value]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One R-Bench item (both variants) with the model's two outputs."""
+    pair_id: int
+    type: str
+    question: str
+    choice: str
+    answer: str
+    distortion: int
+    strength: int
+    pred_ref: str | None = None
+    pred_dis: str | None = None
+    name: str = ''
+
+    def captions(self) -> list[str]:
+        return parse_captions(self.answer, f'R-Bench item {self.pair_id} ({self.name}) column answer')
+
+
+def _norm(text) -> str:
+    """Lower case, punctuation dropped, whitespace collapsed: for exact-match shortcuts only."""
+    table = str.maketrans('', '', string.punctuation)
+    return ' '.join(str(text).lower().translate(table).split())
+
+
+def certain_letter(output: str | None, options: dict[str, str]) -> str | None:
+    """The option the output names beyond doubt: one bare letter ('C', 'C.', '(C)', 'C. Play tennis' with that
+    option's exact text) or exactly one option's text. None when anything else is said."""
+    if output is None or not options:
+        return None
+    text = str(output).strip()
+    m = re.fullmatch(r'[(\[]?\s*([A-Z])\s*[)\].:]?', text)
+    if m:
+        return m.group(1) if m.group(1) in options else None
+    m = re.fullmatch(r'[(\[]?\s*([A-Z])\s*[)\].:]\s*(.+)', text, re.S)
+    if m and m.group(1) in options and _norm(m.group(2)) == _norm(options[m.group(1)]):
+        return m.group(1)
+    hits = [k for k, v in options.items() if _norm(v) and _norm(v) == _norm(text)]
+    return hits[0] if len(hits) == 1 else None
+
+
+# ------------------------------------------------------------------------------------------------ tasks
+def _fill(template: str, **values: str) -> str:
+    # Plain replacement (the notebook's f-string): values may contain braces.
+    for k, v in values.items():
+        template = template.replace('{' + k + '}', v)
+    return template
+
+
+def _text(value) -> str:
+    return '' if value is None else str(value)
+
+
+@dataclass
+class RBenchJudgeTask:
+    """One judged score of one item: prompts per call and the official/efficient decision rule.
+
+    prompts: prompt id -> prompt text (one id 'q' for repeated prompts, 'cap1'..'capN' for captions)
+    repeats: how many times each prompt is asked in official mode
+    rule: 'majority' (0/1 verdicts, 1 iff more than half say 1) or 'sum_over_2n' (0/1/2 verdicts, sum/(2 calls))
+    certain: the score efficient mode may use without the judge (None if not certain)
+    """
+    key: str
+    prompts: dict[str, str]
+    repeats: int
+    rule: str
+    allowed: tuple[int, ...]
+    mode: str = 'official'
+    certain: float | None = None
+    agree: int = 1
+    # Efficient mode, one prompt per reference caption (CAP dis/ref): stop once the first `caption_agree`
+    # verdicts agree (the rest are taken to agree), and ask at most `caption_max` captions (score = their
+    # mean). A documented deviation from the official protocol: see dataset_specs/rbench.yaml judge.efficient.
+    caption_agree: int | None = None
+    caption_max: int | None = None
+    reask: int = 2
+    meta: dict = field(default_factory=dict)
+    # Efficient mode only: key of a task with the very same prompts (dis when the model said exactly the same
+    # on both images reuses ref's verdicts); the caller runs the other task and copies its Step (resolve_aliases).
+    alias_of: str | None = None
+
+    def prompt(self, call_id: str) -> str:
+        prompt_id = call_id.split('#', 1)[0]
+        if prompt_id not in self.prompts:
+            raise KeyError(f'{self.key}: unknown call id {call_id!r}')
+        return self.prompts[prompt_id]
+
+    def decide_without_judge(self) -> float | None:
+        return self.certain if self.mode == 'efficient' else None
+
+    # -- verdict collection
+    def _verdict_of(self, call_id: str, verdicts: dict[str, str]) -> tuple[int | None, str | None, str | None]:
+        """(verdict, call id to re-ask, failure) for the logical call `call_id` and its re-asks."""
+        tried = [call_id] + [f'{call_id}+{n}' for n in range(1, self.reask + 1)]
+        for attempt in tried:
+            if attempt not in verdicts:
+                return None, attempt, None
+            value = parse_verdict(verdicts[attempt], self.allowed)
+            if value is not None:
+                return value, None, None
+        last = str(verdicts[tried[-1]])[:80]
+        return None, None, (f'no verdict in {self.allowed} in {len(tried)} replies to call {call_id} '
+                            f'(last: {last!r})')
+
+    def _collect(self, call_ids: list[str], verdicts: dict[str, str]):
+        values, need = {}, []
+        for cid in call_ids:
+            value, ask, failure = self._verdict_of(cid, verdicts)
+            if failure:
+                return None, [], failure
+            if ask:
+                need.append(ask)
+            else:
+                values[cid] = value
+        return values, need, None
+
+    def _combine(self, values: list[int]) -> float:
+        if self.rule == 'majority':
+            return 1.0 if sum(values) * 2 > len(values) else 0.0
+        return sum(values) / (2.0 * len(values))
+
+    def step(self, verdicts: dict[str, str]) -> Step:
+        if self.mode == 'efficient' and self.repeats > 1:
+            return self._step_efficient(verdicts)
+        if self.mode == 'efficient' and len(self.prompts) > 1 and (self.caption_agree or self.caption_max):
+            return self._step_efficient_captions(verdicts)
+        call_ids = [f'{p}#r{k}' for p in self.prompts for k in range(1, self.repeats + 1)]
+        values, need, failure = self._collect(call_ids, verdicts)
+        if failure:
+            return Step(failed=failure)
+        if need:
+            return Step(need=need)
+        return Step(score=self._combine([values[c] for c in call_ids]))
+
+    def _step_efficient_captions(self, verdicts: dict[str, str]) -> Step:
+        # Captions one at a time, in release order: each verdict is the same judge question against another
+        # human caption, so a few agreeing verdicts predict the rest well (benchmarks/rbench_judge_calls.md).
+        asked = []
+        for pid in self.prompts:
+            value, ask, failure = self._verdict_of(f'{pid}#r1', verdicts)
+            if failure:
+                return Step(failed=failure)
+            if ask:
+                return Step(need=[ask])
+            asked.append(value)
+            if self.caption_agree and len(asked) >= self.caption_agree and len(set(asked)) == 1:
+                return Step(score=self._combine(asked))
+            if self.caption_max and len(asked) >= self.caption_max:
+                break
+        return Step(score=self._combine(asked))
+
+    def _step_efficient(self, verdicts: dict[str, str]) -> Step:
+        # Ask the repeats of the (single) prompt in order and stop as soon as they decide the score:
+        # the first `agree` verdicts agree (the remaining repeats are taken to agree), or the majority is
+        # already reached (MCQ). Otherwise fall back to all repeats and the official rule.
+        (pid,) = self.prompts
+        asked = []
+        for k in range(1, self.repeats + 1):
+            cid = f'{pid}#r{k}'
+            value, ask, failure = self._verdict_of(cid, verdicts)
+            if failure:
+                return Step(failed=failure)
+            if ask:
+                return Step(need=[ask])
+            asked.append(value)
+            if len(asked) >= self.agree and len(set(asked)) == 1:
+                return Step(score=self._combine([asked[0]] * self.repeats))
+            if self.rule == 'majority':
+                ones, zeros = sum(asked), len(asked) - sum(asked)
+                if max(ones, zeros) * 2 > self.repeats:
+                    return Step(score=1.0 if ones > zeros else 0.0)
+        return Step(score=self._combine(asked))
+
+
+def make_tasks(item: Item, dataset: str = 'R-Bench-Full', mode: str = 'official',
+               kinds: Sequence[str] = SCORE_KINDS) -> list[RBenchJudgeTask]:
+    """The judged scores of one item (keys '<dataset>|<pair_id>|<kind>'). Offline mode: see offline_judge."""
+    if mode not in ('official', 'efficient'):
+        raise ValueError(f'R-Bench judge tasks: mode must be official or efficient, not {mode!r}')
+    spec = load_spec('rbench')
+    templates, protocol = spec['judge_prompts'], spec['judge']
+    agree = int(protocol['efficient']['agree'])
+    caption_agree = protocol['efficient'].get('caption_agree')
+    caption_max = protocol['efficient'].get('caption_max')
+    options = parse_choices(item.choice) if item.type == 'MCQ' else {}
+    tasks = []
+    for kind in kinds:
+        rules = protocol['official']['com'][item.type] if kind == 'com' else protocol['official'][item.type]
+        judged = _text(item.pred_dis if kind in ('dis', 'com') else item.pred_ref)
+        truth = _text(item.pred_ref) if kind == 'com' else _text(item.answer)
+        certain = None
+        if item.type == 'MCQ':
+            prompts = {'q': _fill(templates['MCQ'], question=_text(item.question), answers=_text(item.choice),
+                                  correct_ans=truth, answer=judged)}
+            got = certain_letter(judged, options)
+            want = certain_letter(truth, options) if kind == 'com' else truth.strip()
+            if got is not None and want is not None and want in options:
+                certain = 1.0 if got == want else 0.0
+        elif item.type == 'VQA':
+            prompts = {'q': _fill(templates['VQA'], question=_text(item.question), answer=judged,
+                                  correct_ans=truth)}
+            if _norm(judged) and _norm(judged) == _norm(truth):
+                certain = 1.0
+        elif item.type == 'CAP':
+            refs = [truth] if kind == 'com' else item.captions()
+            prompts = {f'cap{i}' if kind != 'com' else 'q': _fill(templates['CAP'], answer=judged, correct=ref)
+                       for i, ref in enumerate(refs, 1)}
+            if kind == 'com' and _norm(judged) and _norm(judged) == _norm(truth):
+                certain = 1.0
+        else:
+            raise ValueError(f'R-Bench item {item.pair_id} ({item.name}): unknown type {item.type!r}')
+        repeats = rules['calls'] if isinstance(rules['calls'], int) else 1
+        alias = None
+        if (mode == 'efficient' and kind == 'dis' and 'ref' in kinds and item.pred_dis is not None
+                and item.pred_dis == item.pred_ref):
+            alias = f'{dataset}|{item.pair_id}|ref'
+        tasks.append(RBenchJudgeTask(
+            key=f'{dataset}|{item.pair_id}|{kind}', prompts=prompts, repeats=repeats, rule=rules['rule'],
+            allowed=tuple(rules['verdicts']), mode=mode, certain=certain, agree=agree,
+            caption_agree=caption_agree, caption_max=caption_max,
+            meta={'pair_id': item.pair_id, 'kind': kind, 'type': item.type}, alias_of=alias))
+    return tasks
+
+
+def split_aliases(tasks: Sequence[RBenchJudgeTask]) -> tuple[list[RBenchJudgeTask], dict[str, str]]:
+    """(tasks to run, {aliased key: key whose result it copies})."""
+    run = [t for t in tasks if t.alias_of is None]
+    return run, {t.key: t.alias_of for t in tasks if t.alias_of is not None}
+
+
+def resolve_aliases(results: dict[str, Step], aliases: dict[str, str]) -> dict[str, Step]:
+    """Copy each aliased task's Step from the task it mirrors."""
+    out = dict(results)
+    for key, source in aliases.items():
+        out[key] = results[source]
+    return out
+
+
+def official_calls(task: RBenchJudgeTask) -> int:
+    """Calls the official protocol spends on this task (re-asks aside)."""
+    return len(task.prompts) * task.repeats
+
+
+def run_sync(tasks: Sequence[RBenchJudgeTask], judge: Callable[[str], str],
+             use_shortcuts: bool) -> tuple[dict[str, Step], int]:
+    """Drive tasks to the end with a synchronous judge (benchmarks and tests; the kit path uses core.judge).
+
+    Returns ({key: final Step}, number of judge calls)."""
+    results, calls = {}, 0
+    tasks, aliases = split_aliases(tasks)
+    for task in tasks:
+        certain = task.decide_without_judge() if use_shortcuts else None
+        if certain is not None:
+            results[task.key] = Step(score=certain)
+            continue
+        verdicts: dict[str, str] = {}
+        while True:
+            step = task.step(verdicts)
+            if step.score is not None or step.failed:
+                results[task.key] = step
+                break
+            for cid in step.need:
+                verdicts[cid] = judge(task.prompt(cid))
+                calls += 1
+    return resolve_aliases(results, aliases), calls
