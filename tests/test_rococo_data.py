@@ -146,8 +146,10 @@ def test_mcq_choice_reading_never_guesses():
                           'answer': ['A', 'B', 'C', 'D', 'A'], 'twin': ['B', 'A', 'D', 'C', 'B'],
                           'prediction': ['A', 'A', 'Failed to obtain answer via API.', np.nan, 'nonsense']})
     result, items = D.score_mcq(preds, 'p.tsv', kit_like, fail_message='Failed to obtain answer via API.')
-    assert result['accuracy'] == 20.0 and result['twin_rate'] == 20.0
-    assert result['unparsed'] == 3 and result['inference_failed'] == 1 and result['empty'] == 1
+    # The inference failure is counted and left out of the means: 1 of 4 answered rows is right.
+    assert result['n'] == 4 and result['n_items'] == 5
+    assert result['accuracy'] == 25.0 and result['twin_rate'] == 25.0
+    assert result['unparsed'] == 2 and result['inference_failed'] == 1 and result['empty'] == 1
     assert result['chance'] == 25.0 and items['how'].tolist()[2:] == ['inference_failed', 'empty', 'unparsed']
     bad = preds.assign(twin=['B', 'A', 'D', 'C', 'E'])
     with pytest.raises(DataError, match="p.tsv: row 6, column 'twin': 'E' is not one of the options"):

@@ -64,48 +64,6 @@ def failed_combinations(work_dir: str, models, datasets) -> list[str]:
 
 
 JUDGE_CHECKED_ENV = 'VLMEVAL_EXT_JUDGE_CHECKED'
-SECRET_FLAGS = ('--judge-key', '--key', '--api-key')
-
-
-def mask_secret_args(argv) -> list[str]:
-    """argv with the values of key flags masked (`--judge-key K` and `--judge-key=K`)."""
-    from vlmeval_ext.core.secrets import MASK
-    out, hide_next = [], False
-    for arg in argv:
-        if hide_next:
-            out.append(MASK)
-            hide_next = False
-        elif arg in SECRET_FLAGS:
-            out.append(arg)
-            hide_next = True
-        elif arg.startswith(tuple(f + '=' for f in SECRET_FLAGS)):
-            out.append(arg.split('=', 1)[0] + '=' + MASK)
-        else:
-            out.append(arg)
-    return out
-
-
-def _keep_keys_out_of_status_files() -> None:
-    """The kit stores sys.argv in status.json (a `--judge-key` in clear text): mask it on the way in.
-
-    Patched in vlmeval.smp before the kit's run module imports it, so ms-vlmeval and an upstream run.py both
-    pick up the wrapper."""
-    import vlmeval.smp as smp
-    original = smp.upsert_run_status
-    if getattr(original, '_masks_keys', False):
-        return
-
-    def upsert_run_status(run_dir, **fields):
-        if 'argv' in fields and fields['argv'] is not None:
-            fields['argv'] = mask_secret_args(fields['argv'])
-        return original(run_dir, **fields)
-
-    upsert_run_status._masks_keys = True
-    smp.upsert_run_status = upsert_run_status
-    if 'vlmeval.run' in sys.modules:
-        sys.modules['vlmeval.run'].upsert_run_status = upsert_run_status
-
-
 def judge_preflight(argv) -> str | None:
     """With an API --judge for one of our datasets, make one tiny call before inference starts: the kit would
     find a dead judge only after hours of inference. Returns the error, or None."""
@@ -154,7 +112,9 @@ def run(argv: list[str]) -> int:
     if error:
         print(f'[vlmeval-ext] ERROR: {error}', file=sys.stderr)
         return 2
-    _keep_keys_out_of_status_files()
+    import vlmeval.inference  # noqa: F401  (bound `dump` by name: imported first so the patch reaches it)
+    from vlmeval_ext.core.kit_patches import apply_all
+    apply_all()
     sys.argv = ['run.py', *argv]
     upstream = os.environ.get('VLMEVALKIT_RUN_PY')
     if upstream:

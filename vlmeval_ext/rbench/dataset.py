@@ -98,6 +98,9 @@ class RBenchFull(ExtImageDataset):
             rows, summary = self._judge_api(items, handle, pairing, eval_file)
             label = f'judge {handle.name} ({mode} mode)'
         summary['failures']['excluded_scores'] = rb_report.failure_counts(rows)
+        # Which rows failed, not only how many: [predictions index (or pair_id for a missing row), reason].
+        summary['failures']['failed_rows'] = [[i.item() if hasattr(i, 'item') else i, reason]
+                                              for i, reason in pairing.failed_rows]
         summary['label'] = label
         stem = stem_path(eval_file, '')
         result = rb_report.write_report(rows, stem, judge=summary, label=label,

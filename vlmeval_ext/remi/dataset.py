@@ -34,6 +34,9 @@ class ReMI(ExtImageDataset):
     DATASET_MD5 = {'ReMI_DEMO': 'c24914e5ecae62ad5e1b4db8534d986b'}   # the shipped demo TSV (split name: all three modes read it)
     DEMO_DATASETS = {name: 'remi/demo/ReMI_DEMO.tsv' for name, (split, _) in NAMES.items() if split == 'ReMI_DEMO'}
     REQUIRED_COLUMNS = ('index', 'question', 'answer', 'task', 'image')
+    # The kit's text in place of an answer when inference failed ('Failed to obtain answer via API.' from its
+    # API wrappers, 'Failed to obtain answer: <error>' from local models): an inference failure, never parsed.
+    INFER_FAIL_MARKERS = ('Failed to obtain answer',)
 
     @property
     def input_mode(self) -> str:

@@ -335,7 +335,13 @@ def score_mcq(preds: pd.DataFrame, source: str, kit_infer: Callable | None = Non
         rows.append({'index': item['index'], 'answer': item['answer'], 'twin': item['twin'], 'choice': choice,
                      'how': how, 'n_options': len(options),
                      'prediction': reply if isinstance(reply, str) else ''})
-    result = Q.score(rows)
+    # An inference failure is no answer at all: counted and listed, excluded from the means (like every benchmark
+    # here), so a rerun that repairs it changes the score only by what the model then answers.
+    answered = [r for r in rows if r['how'] != 'inference_failed']
+    if not answered:
+        raise DataError(f'{source}: every prediction is an inference failure; nothing to score')
+    result = Q.score(answered)
+    result['n_items'] = len(rows)
     counts = pd.Series([r['how'] for r in rows]).value_counts()
     result['inference_failed'] = int(counts.get('inference_failed', 0))
     result['empty'] = int(counts.get('empty', 0))
