@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from vlmeval_ext.core.published import Published, our_row, published_for_dataset, read_score_json
+from vlmeval_ext.core.published import Published, format_value, our_row, published_for_dataset, read_score_json
 
 MAX_GENERIC_COLUMNS = 20
 
@@ -135,14 +135,6 @@ def _sorted_rows(layout: Layout) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------- outputs
-def _fmt(v, unit: str) -> str:
-    if v is None:
-        return '-'
-    if unit == 'fraction':
-        return f'{v:.4f}'
-    return f'{v:.1f}' if abs(v - round(v, 1)) < 1e-9 else f'{v:.2f}'   # keep published 2-decimal values
-
-
 def leaderboard_frame(layouts: Sequence[Layout]):
     import pandas as pd
     records = []
@@ -185,7 +177,7 @@ def leaderboard_markdown(dataset_name: str, layouts: Sequence[Layout], pub: Publ
             if row['kind'] == 'paper':
                 sources += [s for s in (row.get('source') or '').split('; ') if s and s not in sources]
             cells = [str(rank), name, row['kind'], row.get('judge') or '-'] + \
-                [_fmt(row.get(c), unit) for c in layout.columns]
+                [format_value(row.get(c), unit) for c in layout.columns]
             lines.append('| ' + ' | '.join(cells) + ' |')
         if sources:
             lines += ['', 'Sources: ' + ' | '.join(sources)]
@@ -233,7 +225,7 @@ def plot_leaderboard(layouts: Sequence[Layout], path: str | Path, dataset_name: 
             for j in range(grid.shape[1]):
                 if np.isfinite(grid[i, j]):
                     light = span == 0 or (grid[i, j] - finite.min()) / span > 0.55
-                    ax.text(j, i, _fmt(grid[i, j], unit), ha='center', va='center', fontsize=7,
+                    ax.text(j, i, format_value(grid[i, j], unit), ha='center', va='center', fontsize=7,
                             color='black' if light else 'white')
         ax.set_title(layout.title + (f' ({unit})' if unit else ''), fontsize=9)
     fig.suptitle(f'{dataset_name}: our runs (blue labels) and published rows (* = quoted, not verified)', fontsize=10)

@@ -227,7 +227,7 @@ def side_by_side_rows(pub: Published, score: Mapping, dataset_name: str, paper_r
     return records
 
 
-def _fmt(v, unit: str) -> str:
+def format_value(v, unit: str) -> str:
     if v is None:
         return '-'
     if unit == 'fraction':
@@ -264,8 +264,8 @@ def side_by_side_markdown(pub: Published, records: Sequence[Mapping], model_name
         lines.append('')
         lines.append('| | ' + ' | '.join(cols) + ' |')
         lines.append('|---|' + '---|' * len(cols))
-        lines.append(f'| ours ({model_name}) | ' + ' | '.join(_fmt(r['ours'], pub.unit) for r in recs) + ' |')
-        lines.append(f'| paper ({mapping["row"]}) | ' + ' | '.join(_fmt(r['paper'], pub.unit) for r in recs) + ' |')
+        lines.append(f'| ours ({model_name}) | ' + ' | '.join(format_value(r['ours'], pub.unit) for r in recs) + ' |')
+        lines.append(f'| paper ({mapping["row"]}) | ' + ' | '.join(format_value(r['paper'], pub.unit) for r in recs) + ' |')
         lines.append('| difference | ' + ' | '.join(_fmt_diff(r['diff'], pub.unit, r['flag']) for r in recs) + ' |')
         notes = [f'{c.name}: {c.note}' for c in table.columns if c.note]
         if notes:
