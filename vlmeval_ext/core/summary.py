@@ -25,8 +25,34 @@ def _fmt(v):
     return 'n/a' if v is None else str(v)
 
 
+def _benchmark_table(data: dict) -> str | None:
+    """The benchmark's own main table in its paper's layout, recognised by the keys of its _score.json."""
+    if isinstance(data.get('absolute'), dict) and isinstance(data.get('relative'), dict) \
+            and 'MCQ-low' in data['absolute']:
+        from vlmeval_ext.rbench.report import paper_tables
+        judge = data.get('judge') or {}
+        label = judge.get('label') or f"judge {judge.get('model', '?')} ({judge.get('mode', '?')})"
+        return paper_tables(data, label=label)
+    if isinstance(data.get('official'), dict) and isinstance(data.get('normalized'), dict):
+        from vlmeval_ext.grab.report import task_table
+        scorings = {k: v for k, v in data.items() if k in ('official', 'normalized', 'llm_extracted')}
+        return 'GRAB accuracy (%), official = the paper\'s scoring\n' + task_table(scorings).to_string()
+    if isinstance(data.get('accuracy'), dict) and 'erp' in data:
+        from vlmeval_ext.remi.report import markdown_table
+        return markdown_table(data)
+    if 'twin_rate' in data:
+        return (f"RoCOCO-MCQ ({data.get('attack')}): accuracy {data['accuracy']:.1f} %, adversarial twin chosen "
+                f"{data['twin_rate']:.1f} %, chance {data.get('chance', float('nan')):.1f} % "
+                f"({data['n']} answered of {data.get('n_items', data['n'])}; inference failures "
+                f"{data.get('inference_failed', 0)}, unparsed {data.get('unparsed', 0)})")
+    return None
+
+
 def format_score_file(path: Path) -> str:
     data = json.loads(path.read_text())
+    table = _benchmark_table(data)
+    if table is not None:
+        return f'## {path.name}\n{table}'
     lines = [f'## {path.name}']
     # Sections whose leaves share keys (e.g. absolute/relative per dimension) read best side by side.
     sections = {k: dict(_flatten(v)) for k, v in data.items() if isinstance(v, dict)}

@@ -43,10 +43,32 @@ def offline_params() -> dict:
 
 _WORD = re.compile(r"[a-z0-9]+")
 _YES_NO = {'yes', 'no'}
+_NUMBER_WORDS = {'zero': '0', 'none': '0', 'one': '1', 'two': '2', 'three': '3', 'four': '4', 'five': '5',
+                 'six': '6', 'seven': '7', 'eight': '8', 'nine': '9', 'ten': '10', 'eleven': '11', 'twelve': '12'}
+_STOP = frozenset('a an the of in on at is are was were to and with for by this that it its there their his her be '
+                  'as from image picture photo or these those some'.split())
+_NEGATION = re.compile(r"\b(no|not|none|isn|aren|never|nothing)\b")
+_HEDGE = re.compile(r"(difficult to|cannot be determined|not possible to|impossible to|unable to|can't|cannot determine"
+                    r"|not clear|unclear|it is hard|not sure|without more|without additional|without further)", re.I)
+_SENTENCE = re.compile(r'(?<=[.!?])\s+')
 
 
 def _tokens(text: str) -> list[str]:
-    return _WORD.findall(str(text).lower())
+    """Lower-case word tokens, possessive 's dropped, number words as digits ('two' -> '2')."""
+    return [_NUMBER_WORDS.get(w, w) for w in _WORD.findall(str(text).lower().replace("'s", ''))]
+
+
+def _content(tokens: Sequence[str]) -> list[str]:
+    return [t for t in tokens if t not in _STOP] or list(tokens)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE.split(str(text).strip()) if s] or [str(text)]
+
+
+def _alternatives(answer: str) -> list[str]:
+    """A VQA answer's accepted alternatives ('Swede<OR>Kronor')."""
+    return [a.strip() for a in str(answer).split('<OR>') if a.strip()] or [str(answer)]
 
 
 def contains_answer(output: str, answer: str) -> bool:
@@ -60,19 +82,43 @@ def contains_answer(output: str, answer: str) -> bool:
     return (' ' + ' '.join(ans) + ' ') in text
 
 
-_STOP = frozenset('a an the of in on at is are was were to and with for by this that it its there their his her be '
-                  'as from image picture'.split())
-
-
 def word_recall(output: str, answer: str) -> float:
-    """Share of the answer's content words found in the output."""
-    wanted = [t for t in _tokens(answer) if t not in _STOP] or _tokens(answer)
+    """Share of the answer's content words found (exactly) in the output."""
+    wanted = _content(_tokens(answer))
     have = set(_tokens(output))
     return sum(t in have for t in wanted) / len(wanted) if wanted else 0.0
 
 
+def _stem(w: str) -> str:
+    for suf in ('ing', 'ed', 'es', 's', 'e', 'y'):
+        if len(w) > len(suf) + 2 and w.endswith(suf):
+            return w[:-len(suf)]
+    return w
+
+
+def word_match(a: str, u: str) -> bool:
+    """Loose same-word test: equal stems, a prefix ('night' ~ 'nighttime', 'protection' ~ 'protect'), a long
+    word inside another ('watch' ~ 'wristwatch') or a 6-letter common prefix (spelling: 'dalmation')."""
+    if a == u:
+        return True
+    sa, su = _stem(a), _stem(u)
+    if sa == su or (min(len(sa), len(su)) >= 3 and su.startswith(sa)) or (len(su) >= 5 and sa.startswith(su)):
+        return True
+    if len(a) >= 4 and a in u:
+        return True
+    p = 0
+    while p < min(len(a), len(u)) and a[p] == u[p]:
+        p += 1
+    return p >= 6
+
+
+def soft_recall(wanted: Sequence[str], have: Sequence[str]) -> float:
+    """Share of `wanted` words that word_match some word of `have`."""
+    return sum(any(word_match(a, u) for u in have) for a in wanted) / len(wanted) if wanted else 0.0
+
+
 def grade(similarity: float, thresholds: Sequence[float]) -> int:
-    """Similarity -> 0/1/2 with thresholds (t1 for 1, t2 for 2)."""
+    """Score -> 0/1/2 with thresholds (t1 for 1, t2 for 2)."""
     t1, t2 = thresholds
     return 2 if similarity >= t2 else 1 if similarity >= t1 else 0
 
@@ -82,6 +128,50 @@ def graded_votes(feature: float, thresholds: Sequence[float], votes: int, spread
     counterpart of the official 5 sampled calls, giving the same sum/10 granularity."""
     offsets = [spread * (k - (votes - 1) / 2) for k in range(votes)]
     return [grade(feature, (thresholds[0] + o, thresholds[1] + o)) for o in offsets]
+
+
+def votes_for(expected: float, votes: int = 5) -> list[int]:
+    """`votes` 0/1/2 verdicts whose sum is the nearest to votes*2*expected (expected score on [0, 1]): the
+    official 5 calls' sum/10 granularity for a fitted expected score."""
+    total = int(np.clip(round(float(expected) * 2 * votes), 0, 2 * votes))
+    return [2] * (total // 2) + [1] * (total % 2) + [0] * (votes - total // 2 - total % 2)
+
+
+# ------------------------------------------------------------------------------------------ fitted linear model
+def cap_verdicts(scores: Sequence[float], thresholds: Sequence[float], spread: float = 0.0) -> list[int]:
+    """Per-caption 0/1/2 verdicts from per-caption linear scores. The thresholds are staggered by `spread` over
+    the captions (most similar caption first gets the lowest pair), like graded_votes: the captions' scores are
+    close, and one shared pair would make all of an item's captions agree (scores 0, 0.5, 1 only)."""
+    n = len(scores)
+    order = np.argsort(-np.asarray(scores, float), kind='stable')
+    out = [0] * n
+    for rank, j in enumerate(order):
+        o = spread * (rank - (n - 1) / 2)
+        out[j] = grade(scores[j], (thresholds[0] + o, thresholds[1] + o))
+    return out
+
+
+VQA_FEATURES = ('contain', 'srec', 'srec1', 'srnq', 'wsim', 'wsim1', 'wsnq', 'len', 'wrongnum', 'yesno', 'hedge',
+                'ansq')
+CAP_FEATURES = ('sim', 'sim1', 'rec', 'top2', 'wrec', 'prec', 'len', 'extra')
+
+
+def fit_linear(X: np.ndarray, y: np.ndarray, names: Sequence[str], alpha: float = 1.0) -> dict:
+    """Ridge regression on standardised features (closed form, numpy only) -> a plain dict for the spec."""
+    X, y = np.asarray(X, float), np.asarray(y, float)
+    mean, scale = X.mean(0), X.std(0)
+    scale[scale == 0] = 1.0
+    Z = (X - mean) / scale
+    coef = np.linalg.solve(Z.T @ Z + alpha * np.eye(Z.shape[1]), Z.T @ (y - y.mean()))
+    return {'features': list(names), 'mean': [round(float(v), 6) for v in mean],
+            'scale': [round(float(v), 6) for v in scale], 'coef': [round(float(v), 6) for v in coef],
+            'intercept': round(float(y.mean()), 6)}
+
+
+def apply_linear(model: dict, feats: dict) -> float:
+    x = np.array([feats[k] for k in model['features']], float)
+    return float(model['intercept'] + np.dot((x - np.array(model['mean'])) / np.array(model['scale']),
+                                             np.array(model['coef'])))
 
 
 class OfflineJudge:
@@ -123,28 +213,109 @@ class OfflineJudge:
         sims = self.similarity([(text, options[k]) for k in keys])
         return keys[int(np.argmax(sims))]
 
+    # -- features
+    def _word_sim(self, phrases: Sequence[str], words: Sequence[str]) -> float:
+        """Largest cosine between an answer phrase and a single output word (both embedded alone)."""
+        if not words:
+            return 0.0
+        vecs = self._vectors([*phrases, *words])
+        W = np.stack([vecs[w] for w in words])
+        return float(max((W @ vecs[a]).max() for a in phrases))
+
+    @staticmethod
+    def _vqa_texts(question: str, output: str, answer: str) -> list[str]:
+        """Texts vqa_features embeds: the answer alternatives and the output's content words."""
+        return [a.lower() for a in _alternatives(answer)] + _content(_tokens(output))
+
+    def vqa_features(self, question: str, output: str, answer: str) -> dict:
+        """Rule features (containment, loose content-word recall in the whole output / first sentence / words not
+        taken from the question, wrong number, yes/no polarity, hedging) + MiniLM word similarity."""
+        alts = _alternatives(answer)
+        phrases = [a.lower() for a in alts]
+        out, first = _tokens(output), _tokens(_sentences(output)[0])
+        qwords = set(_tokens(question))
+        novel = [w for w in out if w not in qwords]
+        wanted = [_content(_tokens(a)) for a in alts]
+        text = ' ' + ' '.join(out) + ' '
+        ans_nums = {w for a in alts for w in _tokens(a) if w.isdigit()}
+        out_nums = {w for w in out if w.isdigit()}
+        yesno = 0.0
+        head = _tokens(alts[0])[:1]
+        if head and head[0] in _YES_NO and out:
+            said = 'no' if out[0] == 'no' or _NEGATION.search(' '.join(out[:12])) else 'yes'
+            yesno = 1.0 if said == head[0] else -1.0
+        return {
+            'contain': float(any(f' {" ".join(_tokens(a))} ' in text for a in alts if _tokens(a))),
+            'srec': max(soft_recall(w, out) for w in wanted),
+            'srec1': max(soft_recall(w, first) for w in wanted),
+            'srnq': max(soft_recall(w, novel) for w in wanted),
+            'wsim': self._word_sim(phrases, _content(out)),
+            'wsim1': self._word_sim(phrases, _content(first)),
+            'wsnq': self._word_sim(phrases, [w for w in _content(out) if w not in qwords]),
+            'len': float(np.log1p(len(out))),
+            'wrongnum': float(bool(ans_nums) and bool(out_nums) and not ans_nums & out_nums),
+            'yesno': yesno,
+            'hedge': float(bool(_HEDGE.search(str(output)))),
+            'ansq': max(float(np.mean([t in qwords for t in w])) if w else 0.0 for w in wanted),
+        }
+
+    def cap_features(self, output: str, captions: Sequence[str]) -> list[dict]:
+        """One feature dict per reference caption: MiniLM similarity of the whole output / its first sentence to
+        the caption, loose recall of the caption's content words; plus item-level context shared by all captions
+        (top-2 similarity, caption-frequency-weighted recall, output precision, length, unsupported words)."""
+        first = _sentences(output)[0]
+        sims = self.similarity([(output, c) for c in captions])
+        sims1 = self.similarity([(first, c) for c in captions])
+        out = _tokens(output)
+        out_c = _content(out)
+        counts: dict[str, int] = {}
+        for c in captions:
+            for w in set(_content(_tokens(c))):
+                counts[w] = counts.get(w, 0) + 1
+        supported = [any(word_match(a, u) for a in counts) for u in out_c]
+        shared = {
+            'top2': float(np.sort(sims)[::-1][:2].mean()),
+            'wrec': sum(n * any(word_match(w, u) for u in out) for w, n in counts.items()) / max(1, sum(counts.values())),
+            'prec': float(np.mean(supported)) if supported else 0.0,
+            'len': float(np.log1p(len(out))),
+            'extra': float(np.log1p(len(supported) - sum(supported))),
+        }
+        return [{'sim': float(s), 'sim1': float(s1), 'rec': soft_recall(_content(_tokens(c)), out), **shared}
+                for s, s1, c in zip(sims, sims1, captions)]
+
+    def vqa_expected(self, question: str, output: str, answer: str) -> float:
+        """Expected VQA score on [0, 1] (the fitted linear model; exact normalised match -> 1)."""
+        if _norm(output) == _norm(answer) or any(_norm(output) == _norm(a) for a in _alternatives(answer)):
+            return 1.0
+        return float(np.clip(apply_linear(self.params['vqa_model'], self.vqa_features(question, output, answer)),
+                             0.0, 1.0))
+
+    def cap_grades(self, output: str, captions: Sequence[str]) -> list[int]:
+        """One 0/1/2 verdict per reference caption (fitted linear score, fitted thresholds)."""
+        model = self.params['cap_model']
+        z = [apply_linear(model, f) for f in self.cap_features(output, captions)]
+        return cap_verdicts(z, model['thresholds'], model.get('spread', 0.0))
+
     # -- per item
     def score(self, item: Item, kind: str) -> float | None:
         return self.score_many([item], kind)[0]
 
     def score_many(self, items: Sequence[Item], kind: str) -> list[float | None]:
         """Scores of one kind ('dis', 'ref', 'com') for many items (None where an output is missing)."""
-        p = self.params
         # Pre-embed every text of the batch at once (fast on CPU).
         texts = []
         for it in items:
-            judged = it.pred_dis if kind in ('dis', 'com') else it.pred_ref
-            texts.append(str(judged or ''))
-            if kind == 'com':
-                texts.append(str(it.pred_ref or ''))
-            elif it.type == 'CAP':
-                texts.extend(it.captions())
-            else:
-                texts.append(str(it.answer))
+            judged = str((it.pred_dis if kind in ('dis', 'com') else it.pred_ref) or '')
+            truth = str(it.pred_ref or '') if kind == 'com' else str(it.answer)
             if it.type == 'MCQ':
-                texts.extend(parse_choices(it.choice).values())
+                texts += [judged, truth, *parse_choices(it.choice).values()]
+            elif it.type == 'VQA':
+                texts += self._vqa_texts(it.question, judged, truth)
+            else:
+                texts += [judged, _sentences(judged)[0], *([truth] if kind == 'com' else it.captions())]
         self._vectors([t for t in texts if t])
         out = []
+        votes = int(self.params.get('votes', 5))
         for it in items:
             judged = it.pred_dis if kind in ('dis', 'com') else it.pred_ref
             truth = it.pred_ref if kind == 'com' else it.answer
@@ -158,33 +329,28 @@ class OfflineJudge:
                 want = self.mcq_letter(truth, options) if kind == 'com' else truth.strip()
                 out.append(1.0 if got is not None and got == want else 0.0)
             elif it.type == 'VQA':
-                if _norm(judged) == _norm(truth) or contains_answer(judged, truth):
-                    out.append(1.0)
-                    continue
-                # meaning (embedding) and wording (content-word recall) weigh equally
-                feature = 0.5 * self.similarity([(judged, truth)])[0] + 0.5 * word_recall(judged, truth)
-                votes = graded_votes(feature, p['vqa_thresholds'], int(p['votes']), float(p['spread']))
-                out.append(sum(votes) / (2.0 * len(votes)))
+                out.append(sum(votes_for(self.vqa_expected(it.question, judged, truth), votes)) / (2.0 * votes))
             else:
-                refs = [truth] if kind == 'com' else it.captions()
                 if kind == 'com' and _norm(judged) == _norm(truth):
                     out.append(1.0)
                     continue
-                sims = self.similarity([(judged, r) for r in refs])
-                out.append(sum(grade(s, p['cap_thresholds']) for s in sims) / (2.0 * len(refs)))
+                refs = [truth] if kind == 'com' else it.captions()
+                out.append(sum(self.cap_grades(judged, refs)) / (2.0 * len(refs)))
         return out
 
     # -- one official judge prompt at a time (the `prompt -> reply` judge interface of core.judging)
     _MCQ_PROMPT = re.compile(r'a set of options \[(?P<opts>.*)\] with option \[(?P<correct>.*)\] being the correct '
                              r'answer\.\n.*there will be an answer \[(?P<answer>.*)\] provided by a respondent\.', re.S)
-    _VQA_PROMPT = re.compile(r'the response \[(?P<answer>.*)\] completely matches the correct answer '
+    _VQA_PROMPT = re.compile(r'(?:Given the question \[(?P<question>.*)\], evaluate whether )?'
+                             r'the response \[(?P<answer>.*)\] completely matches the correct answer '
                              r'\[(?P<correct>.*)\]\. \n', re.S)
     _CAP_PROMPT = re.compile(r'the sentence \[(?P<answer>.*)\] completely matches the correct answer '
                              r'\[(?P<correct>.*)\]\. \n', re.S)
 
     def __call__(self, prompt: str) -> str:
-        """Verdict for one official R-Bench judge prompt, as 'Score: N' (single vote at the calibrated
-        thresholds). Evaluations use score_many, which also gives VQA the 5-vote granularity."""
+        """Verdict for one official R-Bench judge prompt, as 'Score: N' (VQA: the fitted expected score rounded
+        to 0/1/2; CAP: the per-caption verdict). Evaluations use score_many, which gives VQA the 5-vote
+        granularity."""
         m = self._MCQ_PROMPT.search(prompt)
         if m:
             options = parse_choices(m['opts'])
@@ -193,12 +359,9 @@ class OfflineJudge:
             return f'Score: {int(got is not None and got == want)}'
         m = self._VQA_PROMPT.search(prompt)
         if m:
-            judged, truth = m['answer'], m['correct']
-            if _norm(judged) == _norm(truth) or contains_answer(judged, truth):
-                return 'Score: 2'
-            feature = 0.5 * self.similarity([(judged, truth)])[0] + 0.5 * word_recall(judged, truth)
-            return f'Score: {grade(feature, self.params["vqa_thresholds"])}'
+            question = m['question'] or ''
+            return f'Score: {grade(self.vqa_expected(question, m["answer"], m["correct"]), (0.25, 0.75))}'
         m = self._CAP_PROMPT.search(prompt)
         if m:
-            return f'Score: {grade(self.similarity([(m["answer"], m["correct"])])[0], self.params["cap_thresholds"])}'
+            return f'Score: {self.cap_grades(m["answer"], [m["correct"]])[0]}'
         raise ValueError(f'the offline R-Bench judge reads only R-Bench judge prompts, not {prompt[:60]!r}')

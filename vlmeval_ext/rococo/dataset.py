@@ -69,7 +69,8 @@ class RoCOCOMCQ(ExtImageDataset):
         result, items = D.score_mcq(preds, str(eval_file), kit_infer=can_infer, fail_message=kit_fail_message())
         attack = str(preds['attack'].iloc[0]) if 'attack' in preds else self.dataset_name.split('-')[-1]
         scores = {'dataset': self.dataset_name, 'attack': attack, **result,
-                  'note': 'percent of all items; unparsed and failed replies count as wrong and are reported'}
+                  'note': 'percent of answered items; unparsed replies count as wrong, inference failures are '
+                          'excluded; both are counted'}
         write_json(scores, stem_path(eval_file, '_score.json'))
         table = pd.DataFrame([{'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),
                                'twin_rate': round(result['twin_rate'], 2), 'chance': round(result['chance'], 2),
