@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -23,6 +24,22 @@ def _fmt(v):
     if isinstance(v, float):
         return f'{v:.4f}' if abs(v) <= 1 else f'{v:.2f}'
     return 'n/a' if v is None else str(v)
+
+
+_ACCOUNTING = re.compile(r'fail|unparsed|empty|missing|excluded|calls_per_item|mode$')
+
+
+def _failure_lines(data: dict) -> str:
+    """Under a benchmark's table: its failure accounting and judge use, one `[section] key=n; ...` line each."""
+    lines = []
+    for section, value in data.items():
+        if not isinstance(value, dict):
+            continue
+        leaves = [(k, v) for k, v in _flatten(value)
+                  if _ACCOUNTING.search(k) and (isinstance(v, (int, float, str)) or v is None)]
+        if leaves:
+            lines.append(f'[{section}] ' + '; '.join(f'{k}={_fmt(v)}' for k, v in leaves))
+    return ''.join('\n' + line for line in lines)
 
 
 def _benchmark_table(data: dict) -> str | None:
@@ -52,7 +69,7 @@ def format_score_file(path: Path) -> str:
     data = json.loads(path.read_text())
     table = _benchmark_table(data)
     if table is not None:
-        return f'## {path.name}\n{table}'
+        return f'## {path.name}\n{table}' + _failure_lines(data)
     lines = [f'## {path.name}']
     # Sections whose leaves share keys (e.g. absolute/relative per dimension) read best side by side.
     sections = {k: dict(_flatten(v)) for k, v in data.items() if isinstance(v, dict)}
