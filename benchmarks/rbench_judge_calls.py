@@ -9,14 +9,13 @@ efficient mode asks the judge for; differences come only from efficient mode's n
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import time
 from pathlib import Path
 
-from vlmeval_ext.rbench.fixtures import load_items
+from vlmeval_ext.rbench.fixtures import llava15_items
 from vlmeval_ext.rbench.report import rbench_table
-from vlmeval_ext.rbench.score import SCORE_KINDS, make_tasks, official_calls, parse_choices, run_sync
+from vlmeval_ext.rbench.score import make_tasks, official_calls, parse_choices, run_sync
 
 _MCQ = re.compile(r'a set of options \[(?P<opts>.*)\] with option \[(?P<correct>.*)\] being the correct answer\.\n'
                   r'.*there will be an answer \[(?P<answer>.*)\] provided by a respondent\.', re.S)
@@ -83,7 +82,7 @@ def main():
     ap.add_argument('--out', default=str(Path(__file__).with_suffix('.md')))
     args = ap.parse_args()
     fx = Path(args.fixtures)
-    items = load_items(fx / 'Ref_Release.csv', fx / 'llava15_ref.csv', fx / 'llava15_dis.csv')
+    items = llava15_items(fx)
     n = len(items)
     n_type = {t: sum(it.type == t for it in items) for t in ('MCQ', 'VQA', 'CAP')}
     t0 = time.time()

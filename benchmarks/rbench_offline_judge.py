@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from vlmeval_ext.rbench.fixtures import load_items, read_official_results
+from vlmeval_ext.rbench.fixtures import llava15_items, read_official_results
 from vlmeval_ext.rbench.offline_judge import (CAP_FEATURES, OFFLINE_LABEL, VQA_FEATURES, OfflineJudge, _norm,
                                               _alternatives, apply_linear, cap_verdicts, fit_linear,
                                               votes_for)
@@ -97,7 +97,7 @@ def main():
     ap.add_argument('--out', default=str(Path(__file__).with_suffix('.md')))
     args = ap.parse_args()
     fx = Path(args.fixtures)
-    items = load_items(fx / 'Ref_Release.csv', fx / 'llava15_ref.csv', fx / 'llava15_dis.csv')
+    items = llava15_items(fx)
     gpt_all = np.array(read_official_results(fx / 'Result_dis_llava15.csv'))
     t0 = time.time()
     judge = OfflineJudge()
@@ -147,7 +147,7 @@ def main():
         shipped = np.array(judge.score_many(sub, 'dis'), dtype=float)
         rows.append((task, 'as shipped in dataset_specs/rbench.yaml (score_many)', *agreement(shipped, gpt),
                      len(sel)))
-    lines += [f'| task | protocol | Spearman | mean diff | items |', '|---|---|---|---|---|']
+    lines += ['| task | protocol | Spearman | mean diff | items |', '|---|---|---|---|---|']
     lines += [f'| {t} | {how} | {rho:.3f} | {d:+.4f} | {n} |' for t, how, rho, d, n in rows]
     lines += ['', 'Fitted on all rows (dataset_specs/rbench.yaml judge.offline):', '', '```json',
               json.dumps(fitted), '```', '',

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rbench_judge_calls import deterministic_judge  # noqa: E402
 
 from vlmeval_ext.core.judge import VerdictCache, run_tasks  # noqa: E402
-from vlmeval_ext.rbench.fixtures import load_items  # noqa: E402
+from vlmeval_ext.rbench.fixtures import llava15_items  # noqa: E402
 from vlmeval_ext.rbench.score import make_tasks, split_aliases  # noqa: E402
 from vlmeval_ext.testing.loopback_server import LoopbackServer  # noqa: E402
 
@@ -121,7 +121,7 @@ def main():
     ap.add_argument('--out', default=str(Path(__file__).with_name('rbench_throughput_results.md')))
     args = ap.parse_args()
     fx = Path(args.fixtures)
-    items = load_items(fx / 'Ref_Release.csv', fx / 'llava15_ref.csv', fx / 'llava15_dis.csv')
+    items = llava15_items(fx)
     per_type = {t: [it for it in items if it.type == t][:args.items] for t in ('MCQ', 'VQA', 'CAP')}
     chosen = [it for t in ('MCQ', 'VQA', 'CAP') for it in per_type[t]]
     ideal = args.nproc / args.latency

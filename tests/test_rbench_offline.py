@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from vlmeval_ext.rbench.fixtures import load_items, read_official_results
+from vlmeval_ext.rbench.fixtures import llava15_items, read_official_results
 from vlmeval_ext.core.spec import load_spec
 from vlmeval_ext.rbench.offline_judge import (OFFLINE_LABEL, OfflineJudge, cap_verdicts, contains_answer,
                                               graded_votes, load_embedder, votes_for, word_match, word_recall)
@@ -16,7 +16,7 @@ def judge():
 @pytest.fixture(scope='module')
 def data(fixtures_dir):
     fx = fixtures_dir / 'rbench'
-    items = load_items(fx / 'Ref_Release.csv', fx / 'llava15_ref.csv', fx / 'llava15_dis.csv')
+    items = llava15_items(fx)
     return items, read_official_results(fx / 'Result_dis_llava15.csv')
 
 

@@ -1,7 +1,7 @@
 """Judge protocol (official and efficient) as pure step functions, on real R-Bench rows and LLaVA-1.5 outputs."""
 import pytest
 
-from vlmeval_ext.rbench.fixtures import load_items
+from vlmeval_ext.rbench.fixtures import llava15_items
 from vlmeval_ext.rbench.score import (Item, certain_letter, make_tasks, official_last_char_verdict, parse_captions,
                                       parse_choices, parse_verdict, run_sync)
 
@@ -9,7 +9,7 @@ from vlmeval_ext.rbench.score import (Item, certain_letter, make_tasks, official
 @pytest.fixture(scope='module')
 def items(fixtures_dir):
     fx = fixtures_dir / 'rbench'
-    return load_items(fx / 'Ref_Release.csv', fx / 'llava15_ref.csv', fx / 'llava15_dis.csv')
+    return llava15_items(fx)
 
 
 @pytest.mark.parametrize('reply,allowed,ours,official', [

@@ -105,7 +105,7 @@ class RBenchFull(ExtImageDataset):
         stem = stem_path(eval_file, '')
         result = rb_report.write_report(rows, stem, judge=summary, label=label,
                                         judge_label=label if handle.offline else None)
-        table = rb_report.rbench_table(rows)
+        table = {metric: result[metric] for metric in ('absolute', 'relative')}   # computed once, by write_report
         self._print(table, summary, label)
         spec = load_spec('rbench')
         self.manifest_extra = {

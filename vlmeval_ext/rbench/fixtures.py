@@ -32,6 +32,12 @@ def load_items(bank_csv: str | Path, ref_csv: str | Path | None, dis_csv: str | 
             for i, (b, r, d) in enumerate(zip(bank, ref, dis))]
 
 
+def llava15_items(fixtures_dir: str | Path) -> list[Item]:
+    """The real question bank with LLaVA-1.5's outputs on both images, from the shared fixtures' layout."""
+    fx = Path(fixtures_dir)
+    return load_items(fx / 'Ref_Release.csv', fx / 'llava15_ref.csv', fx / 'llava15_dis.csv')
+
+
 def read_official_results(path: str | Path) -> list[float]:
     """The notebook's Result_*.csv: column `result` per item (already normalised to [0, 1])."""
     with open(path, encoding='utf-8', newline='') as f:
