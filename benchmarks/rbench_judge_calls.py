@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from vlmeval_ext.rbench.fixtures import llava15_items
+from vlmeval_ext.testing.fixtures import unpacked_fixtures  # noqa: E402
 from vlmeval_ext.rbench.report import rbench_table
 from vlmeval_ext.rbench.score import make_tasks, official_calls, parse_choices, run_sync
 
@@ -77,7 +78,7 @@ def evaluate(items, mode: str, agree: int, caption_agree: int | None = None):
 
 def main():
     ap = argparse.ArgumentParser()
-    root = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'rbench'
+    root = unpacked_fixtures() / 'rbench'
     ap.add_argument('--fixtures', default=str(root))
     ap.add_argument('--out', default=str(Path(__file__).with_suffix('.md')))
     args = ap.parse_args()

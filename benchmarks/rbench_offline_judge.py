@@ -10,7 +10,7 @@ dataset_specs/rbench.yaml judge.offline).
        per-caption verdicts) -> per-caption linear score -> 0/1/2 by two thresholds fitted on the same fold ->
        sum / (2 n_captions).
 Run:
-    python benchmarks/rbench_offline_judge.py [--fixtures ../shared/fixtures/rbench] [--out benchmarks/rbench_offline_judge.md]
+    python benchmarks/rbench_offline_judge.py [--fixtures DIR (default: tests/fixtures unpacked)] [--out benchmarks/rbench_offline_judge.md]
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from vlmeval_ext.rbench.fixtures import llava15_items, read_official_results
+from vlmeval_ext.testing.fixtures import unpacked_fixtures  # noqa: E402
 from vlmeval_ext.rbench.offline_judge import (CAP_FEATURES, OFFLINE_LABEL, VQA_FEATURES, OfflineJudge, _norm,
                                               _alternatives, apply_linear, cap_verdicts, fit_linear,
                                               votes_for)
@@ -92,7 +93,7 @@ def cap_fit(feats, gpt, idx):
 
 def main():
     ap = argparse.ArgumentParser()
-    root = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'rbench'
+    root = unpacked_fixtures() / 'rbench'
     ap.add_argument('--fixtures', default=str(root))
     ap.add_argument('--out', default=str(Path(__file__).with_suffix('.md')))
     args = ap.parse_args()

@@ -24,6 +24,7 @@ from rbench_judge_calls import deterministic_judge  # noqa: E402
 
 from vlmeval_ext.core.judge import VerdictCache, run_tasks  # noqa: E402
 from vlmeval_ext.rbench.fixtures import llava15_items  # noqa: E402
+from vlmeval_ext.testing.fixtures import unpacked_fixtures  # noqa: E402
 from vlmeval_ext.rbench.score import make_tasks, split_aliases  # noqa: E402
 from vlmeval_ext.testing.loopback_server import LoopbackServer  # noqa: E402
 
@@ -113,7 +114,7 @@ def measure_raw_http(n_calls: int, nproc: int, latency: float) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    root = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'rbench'
+    root = unpacked_fixtures() / 'rbench'
     ap.add_argument('--fixtures', default=str(root))
     ap.add_argument('--items', type=int, default=100, help='first N items of each task type')
     ap.add_argument('--nproc', type=int, default=32)

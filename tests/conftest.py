@@ -1,4 +1,4 @@
-"""Shared pytest fixtures: real fixture data beside the repo, the loopback OpenAI-compatible server."""
+"""Shared pytest fixtures: real benchmark data (tests/fixtures), the loopback OpenAI-compatible server."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,14 +6,13 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-FIXTURES_DIR = REPO_ROOT.parent / 'shared' / 'fixtures'
 
 
 @pytest.fixture(scope='session')
-def fixtures_dir() -> Path:
-    """../shared/fixtures: real benchmark questions, answers and model outputs (no images)."""
-    assert FIXTURES_DIR.is_dir(), f'missing {FIXTURES_DIR}: the shared fixtures must sit beside the repo'
-    return FIXTURES_DIR
+def fixtures_dir(tmp_path_factory) -> Path:
+    """tests/fixtures decompressed: real benchmark questions, answers and model outputs (no images)."""
+    from vlmeval_ext.testing.fixtures import unpacked_fixtures
+    return unpacked_fixtures(tmp_path_factory.mktemp('fixtures'))
 
 
 FAKE_KEY = 'sk-vlmevalext-FAKE-0123456789abcdef'   # a known fake key: tests grep outputs for it
