@@ -35,3 +35,11 @@ def test_the_table_is_checked(renamed):
     with pytest.raises(ValueError, match='ids 1..33 exactly'):
         T.distortion_table()
 
+
+def test_rc_and_rbench_tables_share_the_dimensions():
+    from vlmeval_ext.corrupt.report import rc_table
+    from vlmeval_ext.corrupt.variants import paired_rows
+    table = rc_table(paired_rows({0: 1.0}, {(16, 3): {0: 0.0}}, task='VQA'), 'VQA')
+    assert list(table['absolute']) == T.dimension_order(('VQA',))
+    assert table['absolute']['Compression'] == 0.0 and table['absolute']['Source'] == 0.0
+    assert table['absolute']['Blur'] is None
