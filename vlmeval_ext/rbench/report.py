@@ -207,3 +207,14 @@ def plot_task_strength(table: Mapping[str, Mapping[str, float | None]], path: st
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
+
+# ------------------------------------------------------------------------------------------------ summary
+def summary_row(score: Mapping) -> dict:
+    """The end-of-run summary's row for one R-Bench _score.json (scores on the paper's 0-1 scale)."""
+    judge = score.get('judge') or {}
+    row = {'items': score.get('items')}
+    for metric in ('absolute', 'relative'):
+        for dim in ('Overall', *TASKS):
+            row[f'{metric} {dim} (0-1)'] = score[metric].get(dim)
+    row['judge'] = judge.get('label') or f"judge {judge.get('model', '?')} ({judge.get('mode', '?')})"
+    return row
