@@ -1,12 +1,13 @@
 """`<Dataset>-RC` end to end: build with `vlmeval-ext corrupt`, run through run.py with the loopback server as the
-model, evaluate with the base datasets' own scoring (one kit MCQ and one kit VQA dataset), and check the paired
-robustness report number by number. Pure pieces of the report are tested without the kit."""
+model and no judge reachable, evaluate with the base datasets' own scoring (a kit MCQ and a kit VQA dataset), and
+check the paired robustness report number by number. Pure pieces of the report are tested without the kit."""
 from __future__ import annotations
 
 import base64
 import io
 import json
 import re
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -15,9 +16,9 @@ import pytest
 from PIL import Image, ImageDraw
 
 from vlmeval_ext.core.io import DataError
-from vlmeval_ext.corrupt.variants import (INDEX_SLOT, build_rc_frame, consistency_answer, is_graded,
-                                          missing_prediction, paired_rows, rc_table, row_scores_from_result,
-                                          split_by_slot)
+from vlmeval_ext.corrupt.report import rc_table
+from vlmeval_ext.corrupt.variants import (INDEX_SLOT, build_rc_frame, consistency_answer, is_graded, paired_rows,
+                                          row_scores_from_result, split_by_slot)
 from vlmeval_ext.testing.kit_run import loopback_model_config, run_kit, write_config
 
 LETTERS = 'ABCD'
@@ -79,8 +80,8 @@ def text_of(request: dict) -> str:
 
 
 def scripted_model(request: dict) -> str:
-    """MCQ (AI2D_TEST-RC): items 0-2 right unless the image is dark or blurred (then the next letter); item 3
-    answers 'I cannot tell' on images that look clean (unparseable) and the key on dark/blurred ones.
+    """MCQ (AI2D_MINI-RC): items 0-2 right unless the image is dark or blurred (then the next letter); item 3
+    answers 'I cannot tell' on images that look clean (names no option: wrong) and the key on dark/blurred ones.
     VQA (TextVQA_VAL-RC): item 0 'cat' (1.0), dark -> 'dog' (0); item 1 'kitty' (0.9), dark -> 'cat' (1.0);
     item 2 no answer at all on clean-looking images (empty reply -> the kit's API failure), dark -> 'cat'."""
     text = text_of(request)
@@ -100,7 +101,7 @@ def scripted_model(request: dict) -> str:
 
 
 def mcq_tsv(n: int = 4) -> pd.DataFrame:
-    """A small TSV in the kit's AI2D_TEST format (an ImageMCQDataset with a DATASET_MD5 entry)."""
+    """A small TSV in the kit's AI2D format (AI2D_MINI: a kit ImageMCQDataset the kit lists no md5 for)."""
     return pd.DataFrame([{'index': k, 'question': f'Which option is right? key={LETTERS[k]} item={k}', 'A': 'alpha',
                           'B': 'beta', 'C': 'gamma', 'D': 'delta', 'answer': LETTERS[k], 'category': 'synthetic',
                           'image': b64_png(item_image(k))} for k in range(n)])
@@ -110,6 +111,16 @@ def textvqa_tsv(n: int = 3) -> pd.DataFrame:
     """A small TSV in the kit's TextVQA_VAL format: answer = the ten annotators' answers as a list cell."""
     return pd.DataFrame([{'index': k, 'question': f'What animal is written? vqa item={k}',
                           'answer': str(TEXTVQA_ANSWERS), 'image': b64_png(item_image(k))} for k in range(n)])
+
+
+
+def closed_port_url() -> str:
+    """An OpenAI-style URL on a loopback port nothing listens on: no judge is reachable there."""
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    return f'http://127.0.0.1:{port}/v1/chat/completions'
 
 
 # ------------------------------------------------------------------------------------------------ pure
@@ -127,20 +138,28 @@ def test_rc_frame_pairs_and_split_back():
     assert rc.loc[rc['variant'] == 'dis', 'index'].min() >= INDEX_SLOT
 
 
-def test_row_scores_count_unparseable_and_reduce_matches_like_the_kit():
+def test_row_scores_are_the_kits_own_scores_and_reduce_matches_like_the_kit():
+    # the kit's exact matching found no option (its 'Z'): the base rule scores it wrong, it is not a failure
     mcq = pd.DataFrame({'index': [0, 1, 2], 'hit': [1, 0, 0],
                         'log': ['Match Log: A. ', 'Match Log: Failed in Prefetch, no GPT-based answer matching',
                                 'Failed to predict, thus randomly generate one. ']})
-    assert row_scores_from_result(mcq, 'r.xlsx') == {0: 1.0, 1: None, 2: None}
-    rolling = pd.DataFrame({'index': [0], 'hit': [0], 'log': ['Failed in Prefetching Rolling 1: Answer is A']})
-    assert row_scores_from_result(rolling, 'r.xlsx') == {0: 0.0}   # a wrong answer, not an unparseable one
+    assert row_scores_from_result(mcq, 'r.xlsx') == {0: 1.0, 1: 0.0, 2: 0.0}
+    yorn = pd.DataFrame({'index': [3, 4, 5], 'score': [True, False, 'True']})
+    assert row_scores_from_result(yorn, 'r.xlsx') == {3: 1.0, 4: 0.0, 5: 1.0}
     vqa = pd.DataFrame({'index': [5, 6], 'eval_match': ['[1.0, 0.0]', '[0, 0]'], 'eval_score': [0.5, 0.0]})
     assert row_scores_from_result(vqa, 'r.xlsx', max) == {5: 1.0, 6: 0.0}      # ChartQA-like: max
     assert row_scores_from_result(vqa, 'r.xlsx') == {5: 0.5, 6: 0.0}           # no reducer: eval_score
     with pytest.raises(DataError, match=r"r.xlsx: row 2, column 'hit'"):
         row_scores_from_result(pd.DataFrame({'index': [0], 'hit': [3]}), 'r.xlsx')
-    assert missing_prediction('') and missing_prediction(float('nan'))
-    assert missing_prediction('Failed to obtain answer via API. xyz') and not missing_prediction('A')
+
+
+def test_prediction_kinds_follow_the_one_rule():
+    from vlmeval_ext.core.predictions import ANSWER, EMPTY, FAILED
+    from vlmeval_ext.corrupt.dataset import prediction_kind
+    assert prediction_kind('') == EMPTY and prediction_kind('  ') == EMPTY and prediction_kind(float('nan')) == EMPTY
+    assert prediction_kind('Failed to obtain answer via API.') == FAILED
+    assert prediction_kind('Failed to obtain answer via API. xyz') == ANSWER   # an answer quoting the text
+    assert prediction_kind('A') == ANSWER and prediction_kind(7) == ANSWER
 
 
 def test_consistency_answer_and_graded():
@@ -164,61 +183,79 @@ def test_relative_uses_consistency_for_graded_and_excludes_failures():
 
 
 # ------------------------------------------------------------------------------------------------ kit
-def test_mcq_rc_through_run_py(tmp_path, loopback, kit_env):
-    """AI2D_TEST-RC (kit MCQ, exact matching) and TextVQA_VAL-RC (kit VQA score, graded) in ONE run.py call."""
+def build_rc(tmp_path, kit_env) -> Path:
+    """AI2D_MINI-RC and TextVQA_VAL-RC built with `vlmeval-ext corrupt` from small TSVs in the kit's formats."""
     lmu = tmp_path / 'LMUData'
-    # Both kit datasets have DATASET_MD5 entries: built the kit's way they would re-download these TSVs.
-    mcq_tsv().to_csv(lmu / 'AI2D_TEST.tsv', sep='\t', index=False)
-    textvqa_tsv().to_csv(lmu / 'TextVQA_VAL.tsv', sep='\t', index=False)
-    (lmu / 'images' / 'AI2D_TEST-RC').mkdir(parents=True)
-    (lmu / 'images' / 'AI2D_TEST-RC' / '100000000.jpg').write_bytes(b'stale')  # an earlier build's image
-    proc = run_kit(['corrupt', '--data', 'AI2D_TEST', '--distortions', '3,5,26', '--strengths', '1,3', '--seed', '1'],
+    mcq_tsv().to_csv(lmu / 'AI2D_MINI.tsv', sep='\t', index=False)        # the kit lists no md5: used as it is
+    textvqa_tsv().to_csv(lmu / 'TextVQA_VAL.tsv', sep='\t', index=False)  # md5 differs from the kit's
+    (lmu / 'images' / 'AI2D_MINI-RC').mkdir(parents=True)
+    (lmu / 'images' / 'AI2D_MINI-RC' / '100000000.jpg').write_bytes(b'stale')  # an earlier build's image
+    proc = run_kit(['corrupt', '--data', 'AI2D_MINI', '--distortions', '3,5,26', '--strengths', '1,3', '--seed', '1'],
                    env=kit_env, entry=('-m', 'vlmeval_ext'))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'Distortions 3 are synthetic approximations' in proc.stdout
     proc = run_kit(['corrupt', '--data', 'TextVQA_VAL', '--distortions', '26', '--strengths', '1,3'],
                    env=kit_env, entry=('-m', 'vlmeval_ext'))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert not (lmu / 'images' / 'AI2D_TEST-RC').exists()  # stale decoded images dropped on rebuild
+    assert not (lmu / 'images' / 'AI2D_MINI-RC').exists()  # stale decoded images dropped on rebuild
+    return lmu
 
+
+def test_mcq_and_vqa_rc_through_run_py_with_no_judge_reachable(tmp_path, loopback, kit_env):
+    """AI2D_MINI-RC (kit MCQ) and TextVQA_VAL-RC (kit VQA score, graded) in ONE run.py call, no --judge, and the
+    kit's judge address pointing at a closed port: the MCQ -RC uses the kit's exact matching, asks no judge,
+    and says so."""
+    lmu = build_rc(tmp_path, kit_env)
+    textvqa_md5 = (lmu / 'TextVQA_VAL.tsv').read_bytes()
+    env = {**kit_env, 'OPENAI_API_BASE': closed_port_url()}     # where the kit's default judge would go
     loopback.default = scripted_model
     cfg = loopback_model_config(loopback, {n: {'class': 'CorruptedDataset', 'dataset': n}
-                                           for n in ('AI2D_TEST-RC', 'TextVQA_VAL-RC')}, wait=0)
-    proc = run_kit(['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out',
-                    '--judge', 'exact_matching', '--api-nproc', '4'], env=kit_env)
+                                           for n in ('AI2D_MINI-RC', 'TextVQA_VAL-RC')}, wait=0)
+    proc = run_kit(['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out', '--api-nproc', '4'],
+                   env=env, timeout=240)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    console = proc.stdout + proc.stderr
+    assert 'OPENAI API is not working' not in console and 'gpt-4o-mini' not in console
     assert loopback.count(r'key=') == 4 * 7                 # every MCQ reference and distorted row was asked
     assert loopback.count(r'vqa item=[01]') == 3 * 2         # VQA items 0, 1: once per row
+    assert all(r.n_images == 1 for r in loopback.log)       # only the model was asked, never a judge
     assert all(len(r.parts) == 2 for r in loopback.log)     # the base dataset's prompt: one image + its text
     assert any('Answer the question using a single word' in r.prompt for r in loopback.log)  # TextVQA's prompt
-    assert len(pd.read_csv(lmu / 'AI2D_TEST.tsv', sep='\t')) == 4   # the kit never replaced (re-downloaded) it
+    assert (lmu / 'TextVQA_VAL.tsv').read_bytes() == textvqa_md5    # the kit never downloaded over the copy
 
     out = tmp_path / 'out' / 'LoopbackGPT'
-    mcq = json.loads(next(out.rglob('*AI2D_TEST-RC_score.json')).read_text())
-    # reference rows: items 0-2 right, item 3 unparseable (the kit's 'Z', counted as wrong in ITS number)
-    assert mcq['per_variant']['ref'] == {'kit_metric': 0.75, 'mean': 1.0, 'scored': 3, 'failed': 1}
-    assert mcq['failures']['ref'] == {'missing_prediction': 0, 'unparseable': 1, 'missing_row': 0}
-    assert mcq['failures']['d05_s1']['unparseable'] == 1 and mcq['failures']['d03_s3']['unparseable'] == 0
-    assert mcq['per_variant']['d26_s1']['mean'] == 1.0 and mcq['per_variant']['d26_s3']['mean'] == 0.25
+    mcq = json.loads(next(out.rglob('*AI2D_MINI-RC_score.json')).read_text())
+    assert mcq['judge']['name'] == 'exact_matching' and 'no judge API' in mcq['judge']['mode']
+    assert 'default without --judge' in mcq['judge']['mode']
+    assert mcq['base_rows'].startswith("the kit's build_dataset('AI2D_MINI')")
+    manifest = json.loads(next(out.rglob('*AI2D_MINI-RC_manifest.json')).read_text())
+    assert manifest['judge']['model'] == 'exact_matching'
+    # reference rows: items 0-2 right; item 3 names no option: wrong by the kit's exact matching, not a failure
+    assert mcq['per_variant']['ref'] == {'kit_metric': 0.75, 'mean': 0.75, 'scored': 4, 'empty': 0, 'failed': 0}
+    assert mcq['failures']['ref'] == {'inference_failed': 0, 'not_scored': 0, 'missing_row': 0}
+    assert mcq['per_variant']['d26_s1']['mean'] == 0.75 and mcq['per_variant']['d26_s3']['mean'] == 0.25
     assert mcq['per_variant']['d05_s3']['mean'] == 0.25 and mcq['per_variant']['d03_s1']['mean'] == 0.25
     absolute, relative = mcq['absolute'], mcq['relative']
-    assert absolute['Overall'] == pytest.approx(10 / 22)
-    assert absolute['low'] == pytest.approx(7 / 10) and absolute['high'] == 0.25 and absolute['mid'] is None
+    assert absolute['Overall'] == pytest.approx(10 / 24)
+    assert absolute['low'] == pytest.approx(7 / 12) and absolute['high'] == 0.25 and absolute['mid'] is None
     assert absolute['Environment'] == 0.25 and absolute['Wild'] == 0.25
-    assert absolute['Camera'] == pytest.approx(4 / 7) and absolute['Luminance'] == pytest.approx(4 / 7)
-    assert relative['Overall'] == pytest.approx(1 / 3) and relative['low'] == pytest.approx(2 / 3)
-    assert relative['high'] == 0.0 and relative['Environment'] == 0.0 and relative['Blur'] == 0.5
-    assert mcq['reference']['Overall'] == 1.0 and mcq['pairs_excluded_from_relative'] == 6
+    assert absolute['Camera'] == 0.5 and absolute['Luminance'] == 0.5
+    assert relative['Overall'] == 0.25 and relative['low'] == 0.5
+    assert relative['high'] == 0.0 and relative['Environment'] == 0.0 and relative['Blur'] == 0.375
+    assert mcq['reference']['Overall'] == 0.75 and mcq['pairs_excluded_from_relative'] == 0
     assert mcq['task'] == 'MCQ' and mcq['relative_mode'].startswith('distorted row right')
     assert mcq['approximations'].startswith('Distortions 3 are synthetic approximations')
-    report = next(out.rglob('*AI2D_TEST-RC_robustness.md')).read_text()
-    assert '| relative | 0.6667 | - | 0.0000 | 0.3333 |' in report and 'Distortions 3 are synthetic' in report
-    assert next(out.rglob('*AI2D_TEST-RC_radar.png')).stat().st_size > 10_000
+    report = next(out.rglob('*AI2D_MINI-RC_robustness.md')).read_text()
+    assert '| relative | 0.5000 | - | 0.0000 | 0.2500 |' in report and 'Distortions 3 are synthetic' in report
+    assert 'Judge: exact_matching' in report
+    assert next(out.rglob('*AI2D_MINI-RC_radar.png')).stat().st_size > 10_000
 
     vqa = json.loads(next(out.rglob('*TextVQA_VAL-RC_score.json')).read_text())
     assert vqa['task'] == 'VQA' and vqa['relative_mode'].startswith('consistency')
-    # item 2 gave no answer on clean-looking images: counted, never handed to the kit to score
-    assert vqa['failures']['ref'] == {'missing_prediction': 1, 'unparseable': 0, 'missing_row': 0}
+    assert vqa['judge']['name'] == 'none'
+    assert 'loaded by the kit\'s ImageVQADataset' in vqa['base_rows'] and 'not the kit\'s' in vqa['base_rows']
+    # item 2 gave no answer on clean-looking images (the kit's failure value): counted, never scored
+    assert vqa['failures']['ref'] == {'inference_failed': 1, 'not_scored': 0, 'missing_row': 0}
     assert vqa['per_variant']['ref']['kit_metric'] == pytest.approx(95.0)   # the kit's own VQA score (x100)
     assert vqa['per_variant']['ref']['mean'] == pytest.approx(0.95)
     assert vqa['per_variant']['d26_s3']['mean'] == pytest.approx(2 / 3)
@@ -227,7 +264,36 @@ def test_mcq_rc_through_run_py(tmp_path, loopback, kit_env):
     assert vqa['relative']['Overall'] == pytest.approx(1.9 / 4)
     assert vqa['relative']['low'] == pytest.approx(0.95) and vqa['relative']['high'] == 0.0
     assert vqa['relative']['Receive'] == pytest.approx(1.9 / 4) and vqa['approximations'] is None
-    assert vqa['failed_rows'] == 2
+    assert vqa['failed_rows'] == 2 and vqa['empty_rows'] == 0
     rows = pd.read_csv(next(out.rglob('*TextVQA_VAL-RC_rc_scores.csv')))
     high = rows[rows['strength'] == 3].set_index('pair_id')
     assert high.loc[1, 'score_dis'] == 1.0 and high.loc[1, 'score_com'] == 0.0 and np.isnan(high.loc[2, 'score_ref'])
+
+
+def test_empty_answers_are_scored_by_the_base_rule_and_only_kit_failures_are_excluded(tmp_path, kit_env):
+    """`vlmeval-ext eval` of an AI2D_MINI-RC predictions file in the kit's format: an empty or blank answer goes
+    to the kit's MCQ scoring (wrong) and is counted `empty`; the kit's failure value is counted and excluded."""
+    lmu = tmp_path / 'LMUData'
+    mcq_tsv().to_csv(lmu / 'AI2D_MINI.tsv', sep='\t', index=False)
+    rc = build_rc_frame(mcq_tsv(), [16], [1], progress=False)
+    from vlmeval_ext.core.io import write_kit_tsv
+    write_kit_tsv(rc, lmu / 'AI2D_MINI-RC.tsv')
+    pred = rc.drop(columns=['image'])
+    pred['prediction'] = ['A', '', 'C', 'Failed to obtain answer via API.',     # reference rows (keys A B C D)
+                          'A', 'B', '  ', 'D']                                  # d16_s1 rows
+    pred_file = tmp_path / 'M' / 'M_AI2D_MINI-RC.xlsx'
+    pred_file.parent.mkdir()
+    pred.to_excel(pred_file, index=False)
+    proc = run_kit(['eval', '--data', 'AI2D_MINI-RC', '--pred', pred_file], env=kit_env, entry=('-m', 'vlmeval_ext'))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    score = json.loads((tmp_path / 'M' / 'M_AI2D_MINI-RC_score.json').read_text())
+    assert score['per_variant']['ref'] == {'kit_metric': pytest.approx(2 / 3), 'mean': pytest.approx(2 / 3),
+                                           'scored': 3, 'empty': 1, 'failed': 1}
+    assert score['failures']['ref'] == {'inference_failed': 1, 'not_scored': 0, 'missing_row': 0}
+    assert score['per_variant']['d16_s1'] == {'kit_metric': 0.75, 'mean': 0.75, 'scored': 4, 'empty': 1,
+                                              'failed': 0}
+    assert score['empty_rows'] == 2 and score['failed_rows'] == 1
+    # item 3's pair has no reference score: excluded from relative, counted
+    assert score['pairs_excluded_from_relative'] == 1 and score['relative']['Overall'] == pytest.approx(1 / 3)
+    report = (tmp_path / 'M' / 'M_AI2D_MINI-RC_robustness.md').read_text()
+    assert '| ref | 0.6667 | 0.6667 | 3 | 1 | 1 |' in report and 'Empty answers are answers' in report

@@ -1,21 +1,99 @@
-"""The demo's closing summary prints each benchmark's own table (pure: no kit import)."""
+"""The end-of-run summary: each benchmark hands over its own row (its report module's summary_row), one table
+says which datasets are whose, and every file's failure accounting is printed (pure: no kit import)."""
 import json
 
-from vlmeval_ext.core.summary import format_score_file, main
+from vlmeval_ext.core import summary
+from vlmeval_ext.core.summary import benchmark_of, dataset_of, format_score_file, main
+from vlmeval_ext.corrupt.report import rc_table
+from vlmeval_ext.corrupt.variants import paired_rows
+from vlmeval_ext.grab.report import score_json as grab_score_json
+from vlmeval_ext.rbench.report import write_report as rbench_write_report
+from vlmeval_ext.remi.score import summarise as remi_summarise
 
 
-def test_summary_uses_each_benchmarks_table(tmp_path, capsys):
-    dims = ['Overall'] + [f'{t}-{s}' for t in ('MCQ', 'VQA', 'CAP') for s in ('low', 'mid', 'high')]
-    rbench = {'absolute': {d: 0.5 for d in dims}, 'relative': {d: 0.25 for d in dims},
-              'judge': {'model': 'chatgpt-0125', 'mode': 'official'}}
-    (tmp_path / 'M_R-Bench-Full_score.json').write_text(json.dumps(rbench))
-    rococo = {'attack': 'danger', 'accuracy': 40.0, 'twin_rate': 30.0, 'chance': 25.0, 'n': 9, 'n_items': 10,
-              'inference_failed': 1, 'unparsed': 0}
-    (tmp_path / 'M_RoCOCO-MCQ-danger_score.json').write_text(json.dumps(rococo))
-    (tmp_path / 'M_Other_score.json').write_text(json.dumps({'section': {'a': 0.5, 'b': None}, 'n': 3}))
-    assert main([str(tmp_path)]) == 0
+def rbench_score(tmp_path) -> dict:
+    rows = [{'name': f'i{k}', 'type': t, 'distortion': 5, 'strength': 1 + k % 3, 'score_ref': 1.0,
+             'score_dis': 0.5, 'score_com': 0.5} for k, t in enumerate(['MCQ', 'VQA', 'CAP'] * 2)]
+    judge = {'model': 'chatgpt-0125', 'mode': 'official', 'failures': {'inference_failed_rows': 2}}
+    return rbench_write_report(rows, tmp_path / 'rb', judge=judge, plots=False)
+
+
+def grab_score() -> dict:
+    rows = [{'task': t, 'category': 'c', 'complexity': 1, 'official': h, 'normalized': 1}
+            for t, h in (('properties', 1), ('function', 0), ('series', 1), ('transform', 1))]
+    return grab_score_json(rows, {'official': {'inference_failures': 3}})
+
+
+def remi_score() -> dict:
+    rows = [{'task': 'EmojiAlgebra', 'answer': '3', 'correct': True, 'status': 'ok'},
+            {'task': 'EmojiAlgebra', 'answer': '4', 'correct': False, 'status': 'no_json'},
+            {'task': 'Clocks', 'answer': '(5, 0)', 'correct': None, 'status': 'inference_failure'}]
+    return remi_summarise(rows, 'interleaved')
+
+
+def rc_score() -> dict:
+    table = rc_table(paired_rows({0: 1.0, 1: 1.0}, {(5, 1): {0: 1.0, 1: 0.0}}, task='MCQ'), 'MCQ')
+    return {'base_dataset': 'AI2D_MINI', 'task': 'MCQ', 'judge': {'name': 'exact_matching', 'mode': 'm'}, **table,
+            'pairs': 2, 'failed_rows': 1, 'empty_rows': 2}
+
+
+def write(folder, name, data):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(data))
+
+
+def test_each_benchmark_hands_over_its_own_row(tmp_path, capsys):
+    model = tmp_path / 'Model_X'
+    write(model, 'Model_X_R-Bench-Full_DEMO_score.json', rbench_score(tmp_path))
+    write(model, 'Model_X_GRAB_DEMO_score.json', grab_score())
+    write(model / 'T20260101_Gabc', 'Model_X_ReMI_DEMO_score.json', remi_score())   # a kit run-id folder
+    write(model, 'Model_X_RoCOCO-MCQ-danger_score.json',
+          {'attack': 'danger', 'accuracy': 40.0, 'twin_rate': 30.0, 'chance': 25.0, 'n': 9, 'n_items': 10,
+           'inference_failed': 1, 'unparsed': 0})
+    write(model, 'Model_X_RoCOCO-MCQ-same_concept_score.json',
+          {'attack': 'same_concept', 'accuracy': 50.0, 'twin_rate': 20.0, 'chance': 25.0, 'n': 10, 'n_items': 10,
+           'inference_failed': 0, 'unparsed': 0})
+    write(model, 'Model_X_RoCOCO-I2T-danger_score.json',
+          {'dataset': 'RoCOCO-I2T-danger', 'direction': 'i2t', 'n_images': 5, 'n_texts': 50, 'dim': 512,
+           'metrics': {'R@1': 20.0, 'R@5': 60.0, 'R@10': 80.0, 'R_mean': 53.3333, 'false_rate': 40.0}})
+    # a model named like a benchmark's dataset tail: the folder, not the name, says where the dataset starts
+    write(model, 'Model_X_AI2D_MINI-RC_score.json', rc_score())
+    write(model, 'Model_X_Other_score.json', {'section': {'a': 0.5, 'b': None}, 'n': 3})
+    assert main([str(model)]) == 0
     out = capsys.readouterr().out
-    assert '| Absolute | MCQ low |' in out and '| judge chatgpt-0125 (official) | 0.5000' in out
-    assert 'accuracy 40.0 %, adversarial twin chosen 30.0 %' in out and '9 answered of 10' in out
-    assert format_score_file(tmp_path / 'M_Other_score.json').splitlines()[-1] == 'n: 3'
+    # R-Bench: its row from rbench.report.summary_row, with the judge
+    assert '## R-Bench\n| dataset | items | absolute Overall (0-1) |' in out
+    assert '| R-Bench-Full_DEMO | 6 | 0.5000 | 0.5000 | 0.5000 | 0.5000 | 0.5000 |' in out
+    assert '| judge chatgpt-0125 (official) |' in out
+    assert 'R-Bench-Full_DEMO [judge] mode=official; failures.inference_failed_rows=2' in out
+    # GRAB: percent per task (official) and Overall per scoring
+    assert '| GRAB_DEMO | 100.00 | 0.00 | 100.00 | 100.00 | 75.00 | 100.00 | 4 |' in out
+    assert 'GRAB_DEMO [official] counts.inference_failures=3' in out
+    # ReMI, found under the kit's run-id folder
+    assert '| ReMI_DEMO | interleaved | 50.00 | 50.00 | 0.00 | 50.00 | 2 | 3 |' in out
+    assert 'ReMI_DEMO [totals]' not in out
+    assert 'ReMI_DEMO [counts] inference_failures=1; parse_failures.no_json=1' in out
+    # the two RoCOCO-MCQ attacks share one table
+    block = out.split('## RoCOCO-MCQ\n')[1].split('\n\n')[0]
+    assert '| RoCOCO-MCQ-danger | danger | 40.00 | 30.00 | 25.00 | 9 | 10 |' in block
+    assert '| RoCOCO-MCQ-same_concept | same_concept | 50.00 |' in block
+    assert 'RoCOCO-MCQ-danger [totals] inference_failed=1; unparsed=0' in block
+    assert '| RoCOCO-I2T-danger | i2t | 5 | 50 | 20.00 | 60.00 | 80.00 | 53.33 | 40.00 |' in out
+    assert '| AI2D_MINI-RC | AI2D_MINI | MCQ | 1.0000 | 0.5000 | 0.5000 | 2 | exact_matching |' in out
+    assert 'AI2D_MINI-RC [totals] failed_rows=1; empty_rows=2' in out
+    # a dataset no benchmark claims is printed as it is
+    assert '## Model_X_Other_score.json' in out and '\nn: 3' in out
     assert main([str(tmp_path / 'empty')]) == 1
+
+
+def test_one_table_says_which_datasets_are_whose(tmp_path):
+    names = {'R-Bench-Full': 'R-Bench', 'R-Bench-Full-CAP': 'R-Bench', 'GRAB': 'GRAB', 'ReMI_DEMO_composite': 'ReMI',
+             'RoCOCO-T2I-mix': 'RoCOCO retrieval', 'GRAB_DEMO-RC': '<Dataset>-RC (paired robustness)'}
+    for dataset, benchmark in names.items():
+        assert benchmark_of(dataset)[0] == benchmark, dataset
+    assert benchmark_of('MMBench_DEV_EN') is None and benchmark_of('GRABBED') is None
+    assert len(summary.BENCHMARKS) == 6
+    # outside the kit's folder layout: the longest tail naming a known dataset
+    assert dataset_of(tmp_path / 'my_run_GRAB_DEMO_score.json') == 'GRAB_DEMO'
+    write(tmp_path, 'preds_ReMI_DEMO_score.json', remi_score())
+    assert format_score_file(tmp_path / 'preds_ReMI_DEMO_score.json').startswith('## ReMI: preds_ReMI_DEMO')

@@ -312,7 +312,7 @@ def test_random_faults_across_all_benchmarks_counted_listed_retried_and_no_key_l
 
         # ---- TextVQA_VAL-RC: failed rows not handed to the kit's scorer, counted per variant
         rc = score_json(tmp_path, RC)
-        assert sum(f['missing_prediction'] for f in rc['failures'].values()) == len(failed[RC])
+        assert sum(f['inference_failed'] for f in rc['failures'].values()) == len(failed[RC])
 
         # ---- the end-of-run summary shows every benchmark's failure count
         from vlmeval_ext.core.summary import format_score_file

@@ -1,6 +1,10 @@
-"""Print every `<stem>_score.json` under a work dir as compact tables (used at the end of run_examples.sh).
+"""Print every `<stem>_score.json` under a work dir, one table per benchmark (used at the end of run_examples.sh).
 
     python -m vlmeval_ext.core.summary outputs/MyModel
+
+Each benchmark hands over its own row (`summary_row(score) -> {column with its unit: value}` in its report
+module); `BENCHMARKS` below is the one table that says which dataset names belong to which benchmark. Under each
+table: every file's failure accounting. A score file of any other dataset is printed as it is.
 """
 from __future__ import annotations
 
@@ -8,6 +12,41 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Callable, Mapping
+
+from vlmeval_ext.corrupt.report import summary_row as rc_row
+from vlmeval_ext.grab.report import summary_row as grab_row
+from vlmeval_ext.rbench.report import summary_row as rbench_row
+from vlmeval_ext.remi.report import summary_row as remi_row
+from vlmeval_ext.rococo.report import mcq_summary_row, retrieval_summary_row
+
+# dataset name (a regular expression for the whole name) -> (benchmark, its summary_row); the first match wins.
+BENCHMARKS: tuple[tuple[str, str, Callable[[Mapping], dict]], ...] = (
+    (r'.+-RC', '<Dataset>-RC (paired robustness)', rc_row),
+    (r'R-Bench-Full(-MCQ|-VQA|-CAP)?(_DEMO)?', 'R-Bench', rbench_row),
+    (r'GRAB(_DEMO)?', 'GRAB', grab_row),
+    (r'ReMI(_DEMO)?(_labelled|_composite)?', 'ReMI', remi_row),
+    (r'RoCOCO-MCQ-.+', 'RoCOCO-MCQ', mcq_summary_row),
+    (r'RoCOCO-(I2T|T2I)-.+', 'RoCOCO retrieval', retrieval_summary_row),
+)
+
+
+def benchmark_of(dataset: str) -> tuple[str, Callable[[Mapping], dict]] | None:
+    for pattern, benchmark, row in BENCHMARKS:
+        if re.fullmatch(pattern, dataset):
+            return benchmark, row
+    return None
+
+
+def dataset_of(path: Path) -> str:
+    """The dataset name in `<work dir>/<model>/[<run id>/]<model>_<dataset>_score.json`; for a file elsewhere, the
+    longest tail of its name (after an '_') that names a known benchmark's dataset, else the whole stem."""
+    stem = path.name[:-len('_score.json')] if path.name.endswith('_score.json') else path.stem
+    for folder in (path.parent.name, path.parent.parent.name):
+        if folder and stem.startswith(folder + '_'):
+            return stem[len(folder) + 1:]
+    tails = [stem[i + 1:] for i, ch in enumerate(stem) if ch == '_']
+    return next((t for t in tails if benchmark_of(t)), stem)
 
 
 def _flatten(obj, prefix=''):
@@ -20,8 +59,13 @@ def _flatten(obj, prefix=''):
         yield prefix, obj
 
 
-def _fmt(v):
+def _fmt(v, column: str = ''):
+    """A value as the table shows it: percent with 2 decimals, 0-1 scores with 4 (the unit is in the column)."""
     if isinstance(v, float):
+        if column.endswith('(%)'):
+            return f'{v:.2f}'
+        if column.endswith('(0-1)'):
+            return f'{v:.4f}'
         return f'{v:.4f}' if abs(v) <= 1 else f'{v:.2f}'
     return 'n/a' if v is None else str(v)
 
@@ -29,9 +73,14 @@ def _fmt(v):
 _ACCOUNTING = re.compile(r'fail|unparsed|empty|missing|excluded|calls_per_item|mode$')
 
 
-def _failure_lines(data: dict) -> str:
-    """Under a benchmark's table: its failure accounting and judge use, one `[section] key=n; ...` line each."""
+def failure_lines(data: dict) -> list[str]:
+    """A score file's failure accounting and judge use: `[section] key=n; ...` per section, top-level counts
+    under `[totals]`."""
     lines = []
+    top = [(k, v) for k, v in data.items()
+           if isinstance(v, (int, float)) and not isinstance(v, bool) and _ACCOUNTING.search(k)]
+    if top:
+        lines.append('[totals] ' + '; '.join(f'{k}={_fmt(v)}' for k, v in top))
     for section, value in data.items():
         if not isinstance(value, dict):
             continue
@@ -39,39 +88,21 @@ def _failure_lines(data: dict) -> str:
                   if _ACCOUNTING.search(k) and (isinstance(v, (int, float, str)) or v is None)]
         if leaves:
             lines.append(f'[{section}] ' + '; '.join(f'{k}={_fmt(v)}' for k, v in leaves))
-    return ''.join('\n' + line for line in lines)
+    return lines
 
 
-def _benchmark_table(data: dict) -> str | None:
-    """The benchmark's own main table in its paper's layout, recognised by the keys of its _score.json."""
-    if isinstance(data.get('absolute'), dict) and isinstance(data.get('relative'), dict) \
-            and 'MCQ-low' in data['absolute']:
-        from vlmeval_ext.rbench.report import paper_tables
-        judge = data.get('judge') or {}
-        label = judge.get('label') or f"judge {judge.get('model', '?')} ({judge.get('mode', '?')})"
-        return paper_tables(data, label=label)
-    if isinstance(data.get('official'), dict) and isinstance(data.get('normalized'), dict):
-        from vlmeval_ext.grab.report import task_table
-        scorings = {k: v for k, v in data.items() if k in ('official', 'normalized', 'llm_extracted')}
-        return 'GRAB accuracy (%), official = the paper\'s scoring\n' + task_table(scorings).to_string()
-    if isinstance(data.get('accuracy'), dict) and 'erp' in data:
-        from vlmeval_ext.remi.report import markdown_table
-        return markdown_table(data)
-    if 'twin_rate' in data:
-        return (f"RoCOCO-MCQ ({data.get('attack')}): accuracy {data['accuracy']:.1f} %, adversarial twin chosen "
-                f"{data['twin_rate']:.1f} %, chance {data.get('chance', float('nan')):.1f} % "
-                f"({data['n']} answered of {data.get('n_items', data['n'])}; inference failures "
-                f"{data.get('inference_failed', 0)}, unparsed {data.get('unparsed', 0)})")
-    return None
+def table(rows: list[tuple[str, dict]]) -> str:
+    """A Markdown table: one row per dataset, the union of the rows' columns in first-seen order."""
+    columns = list(dict.fromkeys(c for _, row in rows for c in row))
+    out = ['| dataset | ' + ' | '.join(columns) + ' |', '|' + '---|' * (len(columns) + 1)]
+    for dataset, row in rows:
+        out.append(f'| {dataset} | ' + ' | '.join(_fmt(row.get(c), c) for c in columns) + ' |')
+    return '\n'.join(out)
 
 
-def format_score_file(path: Path) -> str:
-    data = json.loads(path.read_text())
-    table = _benchmark_table(data)
-    if table is not None:
-        return f'## {path.name}\n{table}' + _failure_lines(data)
+def _generic(path: Path, data: dict) -> str:
+    """A score file of a dataset no benchmark here claims: its numeric sections side by side, then the rest."""
     lines = [f'## {path.name}']
-    # Sections whose leaves share keys (e.g. absolute/relative per dimension) read best side by side.
     sections = {k: dict(_flatten(v)) for k, v in data.items() if isinstance(v, dict)}
     scalars = {k: v for k, v in data.items() if not isinstance(v, dict)}
     numeric = {k: s for k, s in sections.items() if s and all(isinstance(x, (int, float)) or x is None
@@ -92,6 +123,39 @@ def format_score_file(path: Path) -> str:
     return '\n'.join(lines)
 
 
+def format_score_file(path: Path) -> str:
+    """One score file: its benchmark's row as a one-row table plus its failure accounting."""
+    path = Path(path)
+    data = json.loads(path.read_text())
+    dataset = dataset_of(path)
+    found = benchmark_of(dataset)
+    if found is None:
+        return _generic(path, data)
+    benchmark, row = found
+    return '\n'.join([f'## {benchmark}: {path.name}', table([(dataset, row(data))]), *failure_lines(data)])
+
+
+def format_work_dir(files: list[Path]) -> str:
+    """Every score file: one table per benchmark (rows in file order), each file's failure lines beneath."""
+    blocks: dict[str, list[tuple[str, dict, list[str]]]] = {}
+    others = []
+    for path in files:
+        data = json.loads(path.read_text())
+        dataset = dataset_of(path)
+        found = benchmark_of(dataset)
+        if found is None:
+            others.append(_generic(path, data))
+            continue
+        benchmark, row = found
+        blocks.setdefault(benchmark, []).append((dataset, row(data), failure_lines(data)))
+    out = []
+    for benchmark, entries in blocks.items():
+        out += [f'## {benchmark}', table([(d, r) for d, r, _ in entries])]
+        out += [f'{d} {line}' for d, _, lines in entries for line in lines]
+        out.append('')
+    return '\n'.join(out + [o + '\n' for o in others]).rstrip() + '\n'
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
@@ -101,9 +165,7 @@ def main(argv=None) -> int:
     if not files:
         print(f'no *_score.json under {argv[0]}', file=sys.stderr)
         return 1
-    for f in files:
-        print(format_score_file(f))
-        print()
+    print(format_work_dir(files))
     return 0
 
 

@@ -123,7 +123,8 @@ def corrupt_dataset_main(argv: Sequence[str] | None = None) -> int:
     import pandas as pd
 
     from vlmeval_ext.core.io import DataError, lmu_data_root, write_kit_tsv
-    from vlmeval_ext.corrupt.variants import RC_SUFFIX, approximation_note, build_rc_frame, rc_name
+    from vlmeval_ext.corrupt.report import approximation_note
+    from vlmeval_ext.corrupt.variants import RC_SUFFIX, build_rc_frame, rc_name
 
     try:
         root = Path(lmu_data_root())

@@ -1,8 +1,8 @@
 """R-Bench's 33 real-world distortions at strengths 1-3 (numpy, Pillow and OpenCV only).
 
 `corrupt(image, distortion, strength, seed)` is deterministic for its four arguments and returns an image of
-the same size and mode. Parameters come from dataset_specs/corrupt.yaml; names, steps and groups from the
-R-Bench spec (dataset_specs/rbench.yaml), read only when asked for (`distortion_info`).
+the same size and mode. Parameters come from dataset_specs/corrupt.yaml; names, steps and groups from the one
+R-Bench table (vlmeval_ext.core.taxonomy), read only when asked for (`distortion_info`).
 
 Every kernel works on an HxWx3 uint8 RGB array. The random stream is seeded by (seed, distortion) but NOT by
 strength, so strengths 1-3 draw the same noise field / block order / occluder sequence and differ only in
@@ -19,9 +19,7 @@ import numpy as np
 from PIL import Image
 
 from vlmeval_ext.core.spec import load_spec
-
-DISTORTION_IDS = tuple(range(1, 34))
-STRENGTHS = (1, 2, 3)
+from vlmeval_ext.core.taxonomy import DISTORTION_IDS, STRENGTHS, distortion_table
 
 Kernel = Callable[[np.ndarray, float, dict, np.random.Generator, float], np.ndarray]
 
@@ -47,29 +45,12 @@ def check_strength(strength) -> int:
     return int(strength)
 
 
-def _rbench_table() -> dict[int, dict]:
-    """{id: {'name', 'step', 'group'}} from the one R-Bench table (dataset_specs/rbench.yaml `distortions`)."""
-    raw = load_spec('rbench').get('distortions')
-    if raw is None:
-        raise ValueError('dataset_specs/rbench.yaml has no `distortions` table')
-    rows = raw.items() if isinstance(raw, dict) else ((r.get('id'), r) for r in raw)
-    table = {}
-    for key, row in rows:
-        if not isinstance(row, dict):
-            raise ValueError(f'dataset_specs/rbench.yaml distortions[{key}]: expected a mapping, got {row!r}')
-        did = int(row.get('id', key))
-        table[did] = {'name': row['name'], 'step': row['step'], 'group': row['group']}
-    return table
-
-
 def distortion_info(distortion: int) -> dict:
-    """id, name, step, group (R-Bench spec), levels and approximation note (None when faithful)."""
+    """id, name, step, group (R-Bench's table), levels and approximation note (None when faithful)."""
     did = check_distortion(distortion)
     params = corrupt_spec()['distortions'][did]
-    rb = _rbench_table().get(did)
-    if rb is None:
-        raise ValueError(f'dataset_specs/rbench.yaml distortions: no row for id {did}')
-    return {'id': did, **rb, 'levels': list(params['levels']), 'approximation': params.get('approximation')}
+    return {'id': did, **distortion_table()[did], 'levels': list(params['levels']),
+            'approximation': params.get('approximation')}
 
 
 def approximations() -> dict[int, str]:

@@ -3,8 +3,8 @@
 Every sampled item appears once as a reference row (`variant` ref) and once per chosen (distortion, strength)
 as a distorted row (`variant` dis), all sharing `pair_id` = the base index. Row indices are
 `slot * INDEX_SLOT + base index` (slot 0 = reference, 1.. = the distortion/strength combinations), so splitting
-by slot and taking `index % INDEX_SLOT` gives back files in the base dataset's own format, which its own
-`evaluate` scores. Multi-image rows (a JSON list of base64 images) have every image corrupted.
+by slot and taking `index % INDEX_SLOT` gives back rows of the base dataset, which its own `evaluate` scores.
+Multi-image rows (a JSON list of base64 images) have every image corrupted.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from PIL import Image
 
 from vlmeval_ext.core.aggregate import is_missing
 from vlmeval_ext.core.io import DataError, parse_list_cell
-from vlmeval_ext.corrupt.distortions import approximations, check_distortion, check_strength, corrupt
+from vlmeval_ext.corrupt.distortions import check_distortion, check_strength, corrupt
 
 RC_SUFFIX = '-RC'
 INDEX_SLOT = 10 ** 8          # > any kit index (MMBench circular copies stay below 10**7)
@@ -160,26 +160,30 @@ def split_by_slot(pred: pd.DataFrame) -> dict[int, pd.DataFrame]:
     return out
 
 
-# ------------------------------------------------------------------------------------------------ report
-# The kit writes this into `prediction` when an API model gave no answer after its retries.
-KIT_FAIL_MESSAGE = 'Failed to obtain answer via API'
-# Logs of the kit's MCQ answer extraction when it found no option: 'Z' (exact matching) or a RANDOM option (judge).
-# (Not 'Failed in Prefetching Rolling': that is a circular copy answered wrongly, a real answer.)
-KIT_UNPARSEABLE_LOGS = ('Failed in Prefetch, no GPT-based', 'Failed to predict, thus randomly')
-
-
-def missing_prediction(value) -> bool:
-    """No answer: empty cell, or the kit's API failure message."""
-    if is_missing(value):
-        return True
-    text = str(value).strip()
-    return not text or text.lower() == 'nan' or KIT_FAIL_MESSAGE in text
+# ------------------------------------------------------------------------------------------------ scores
+def _score_cell(value, where: str, row: int, column: str, match_to_score) -> float | None:
+    """One per-row score of the kit's result table as a number in [0, 1]; None when the cell is empty."""
+    if is_missing(value) or (isinstance(value, str) and not value.strip()):
+        return None
+    if column == 'eval_match':
+        matches = value if isinstance(value, list) else parse_list_cell(str(value), where, row, column)
+        value = match_to_score([float(m) for m in matches])
+    elif isinstance(value, str) and value.strip() in ('True', 'False'):   # Y/N `score` read back as text
+        value = value.strip() == 'True'
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        raise DataError(f'{where}: row {row}, column {column!r}: {value!r} is not a score') from None
+    if not 0.0 <= score <= 1.0:
+        raise DataError(f'{where}: row {row}, column {column!r}: score {value!r} outside [0, 1]')
+    return score
 
 
 def row_scores_from_result(result: pd.DataFrame, where: str, match_to_score=None) -> dict[int, float | None]:
-    """{base index: score in [0, 1], or None when the base evaluator could not read the answer}, from the base
-    dataset's own per-row result table: MCQ `hit` (+ `log`), VQA `eval_match` (reduced by the kit's own
-    `match_to_score`, e.g. max for ChartQA, mean for TextVQA) or `eval_score`/`score`."""
+    """{base index: score in [0, 1]} from the per-row table the base dataset's own evaluator wrote: MCQ `hit`,
+    Y/N `score` (True/False), VQA `eval_match` (reduced by the kit's own `match_to_score`, e.g. max for ChartQA,
+    mean for TextVQA) or `eval_score`. An answer the evaluator could not read is scored as its rule says (the
+    kit's MCQ exact matching: wrong); only an empty score cell gives None (counted as not scored)."""
     if 'index' not in result.columns:
         raise DataError(f'{where}: the base evaluator\'s result table has no index column')
     if 'hit' in result.columns:
@@ -190,20 +194,8 @@ def row_scores_from_result(result: pd.DataFrame, where: str, match_to_score=None
         column = next((c for c in ('eval_score', 'score') if c in result.columns), None)
     if column is None:
         raise DataError(f'{where}: no per-row score column (hit, eval_match, eval_score or score)')
-    out = {}
-    for row, (idx, value) in enumerate(zip(result['index'], result[column])):
-        log = str(result['log'].iloc[row]) if 'log' in result.columns else ''
-        if any(m in log for m in KIT_UNPARSEABLE_LOGS) or is_missing(value):
-            out[int(idx)] = None
-            continue
-        if column == 'eval_match':
-            matches = value if isinstance(value, list) else parse_list_cell(str(value), where, row + 2, column)
-            value = match_to_score([float(m) for m in matches])
-        score = float(value)
-        if not 0.0 <= score <= 1.0:
-            raise DataError(f'{where}: row {row + 2}, column {column!r}: score {value!r} outside [0, 1]')
-        out[int(idx)] = score
-    return out
+    return {int(idx): _score_cell(value, where, row + 2, column, match_to_score)
+            for row, (idx, value) in enumerate(zip(result['index'], result[column]))}
 
 
 def is_graded(base: str, scores: Sequence[float | None]) -> bool:
@@ -243,57 +235,3 @@ def paired_rows(ref_scores: Mapping[int, float | None],
             rows.append({'pair_id': pair_id, 'type': task, 'distortion': d, 'strength': s,
                          'score_ref': ref_scores.get(pair_id), 'score_dis': score, 'score_com': com})
     return rows
-
-
-def _reference(row):
-    from vlmeval_ext.rbench.report import _value
-    return _value(row, 'score_ref')
-
-
-def rc_metrics() -> dict:
-    from vlmeval_ext.rbench.report import absolute, relative
-    return {'reference': _reference, 'absolute': absolute, 'relative': relative}
-
-
-def rc_table(rows: Sequence[Mapping], task: str) -> dict[str, dict[str, float | None]]:
-    """{metric: {dimension: mean}} over Overall, low/mid/high, the 7 steps and 7 groups (R-Bench's taxonomy)
-    and the task x strength cells (task = the base dataset's TYPE)."""
-    from vlmeval_ext.rbench.report import robustness_table
-    return robustness_table(rows, rc_metrics(), tasks=(task,), task_field='type')
-
-
-def markdown_report(name: str, task: str, table: Mapping, per_variant: Mapping, failures: Mapping,
-                    relative_mode: str, note: str | None) -> str:
-    """R-Bench's table layout (metrics x low/mid/high/Overall), then its step and group tables."""
-    from vlmeval_ext.rbench.report import taxonomy
-    tax = taxonomy()
-
-    def fmt(v):
-        return '-' if v is None else f'{v:.4f}'
-
-    def block(title, dims):
-        lines = [f'| {title} | ' + ' | '.join(dims) + ' |', '|' + '---|' * (len(dims) + 1)]
-        for metric, values in table.items():
-            lines.append(f'| {metric} | ' + ' | '.join(fmt(values.get(d)) for d in dims) + ' |')
-        return lines + ['']
-
-    out = [f'# {name}: paired robustness ({task})', '',
-           f'Relative robustness = score_com x score_ref per pair, score_com = {relative_mode}.', '',
-           '| variant | base metric (kit) | mean score (scored rows) | scored | failed |', '|---|---|---|---|---|']
-    for tag, v in per_variant.items():
-        kit = '-' if v['kit_metric'] is None else f'{v["kit_metric"]:.4f}'
-        out.append(f'| {tag} | {kit} | {fmt(v["mean"])} | {v["scored"]} | {v["failed"]} |')
-    out += ['', *block('strength', ['low', 'mid', 'high', 'Overall']), *block('step', tax['steps']),
-            *block('group', tax['groups'])]
-    out.append('Failures (excluded from every mean): ' + json.dumps(failures, sort_keys=True))
-    if note:
-        out += ['', f'**Note:** {note}']
-    return '\n'.join(out) + '\n'
-
-
-def approximation_note(distortions: Sequence[int]) -> str | None:
-    used = sorted(set(int(d) for d in distortions) & set(approximations()))
-    if not used:
-        return None
-    return ('Distortions ' + ', '.join(map(str, used)) + ' are synthetic approximations of R-Bench\'s real '
-            'captures / CNN denoiser (see dataset_specs/corrupt.yaml); their numbers are not R-Bench\'s.')

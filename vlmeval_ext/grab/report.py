@@ -145,3 +145,15 @@ def task_table(scores: Mapping) -> 'pd.DataFrame':
         row['n scored'] = summary['counts']['scored']
         table[scoring] = row
     return pd.DataFrame.from_dict(table, orient='index').round(1)
+
+
+def summary_row(score: Mapping) -> dict:
+    """The end-of-run summary's row for one GRAB _score.json: accuracy in percent (official = the paper's rule),
+    per task for the official scoring, Overall for each scoring present."""
+    tasks = {'properties': 'Properties', 'function': 'Functions', 'series': 'Series', 'transform': 'Transforms'}
+    row = {f'official {label} (%)': score['official']['task'].get(task) for task, label in tasks.items()}
+    for scoring in SCORINGS:
+        if scoring in score:
+            row[f'{scoring} Overall (%)'] = score[scoring]['Overall']
+    row['items'] = score['official']['counts']['items']
+    return row

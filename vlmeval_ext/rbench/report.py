@@ -1,9 +1,8 @@
 """R-Bench robustness report: absolute = mean(score_dis), relative = mean(score_com x score_ref) by dimension.
 
-Dimensions (dataset_specs/rbench.yaml): Overall, MCQ, VQA, CAP, low, mid, high, the 7 steps, the 7 groups and the
-nine task x strength cells MCQ-low ... CAP-high. The taxonomy helpers (`dimensions_of`, `robustness_table`,
-`plot_radar`, `plot_task_strength`) take any per-item rows carrying `distortion`, `strength` and optionally a
-task column, so the corruption engine's -RC variants reuse them with their own metrics.
+Dimensions (dataset_specs/rbench.yaml, read by vlmeval_ext.core.taxonomy): Overall, MCQ, VQA, CAP, low, mid, high,
+the 7 steps, the 7 groups and the nine task x strength cells MCQ-low ... CAP-high. The plots (`plot_radar`,
+`plot_task_strength`) take any such table, so the corruption engine's -RC variants reuse them.
 """
 from __future__ import annotations
 
@@ -14,67 +13,26 @@ import math
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from vlmeval_ext.core.aggregate import grouped_mean, is_missing
-from vlmeval_ext.core.spec import load_spec
+from vlmeval_ext.core.aggregate import is_missing
+from vlmeval_ext.core.taxonomy import dimension_order as taxonomy_dimension_order
+from vlmeval_ext.core.taxonomy import robustness_table as taxonomy_robustness_table
+from vlmeval_ext.core.taxonomy import taxonomy
 
 TASKS = ('MCQ', 'VQA', 'CAP')
 SCORE_COLUMNS = ['name', 'type', 'distortion', 'strength', 'score_ref', 'score_dis', 'score_com']
 
 
 # ---------------------------------------------------------------------------------------------- taxonomy
-def taxonomy(spec: Mapping | None = None) -> dict:
-    """{'strengths': {1: 'low', ...}, 'steps': [...], 'groups': [...], 'step_of': {id: step}, 'group_of': {...},
-    'distortions': {id: name}} from the single table in the spec; checks steps/groups agree with it."""
-    spec = spec or load_spec('rbench')
-    table = {int(d['id']): d for d in spec['distortions']}
-    if sorted(table) != list(range(1, 34)):
-        raise ValueError('rbench spec: distortions must be ids 1..33 exactly')
-    step_of = {i: d['step'] for i, d in table.items()}
-    group_of = {i: d['group'] for i, d in table.items()}
-    for kind, listing, of in (('steps', spec['steps'], step_of), ('groups', spec['groups'], group_of)):
-        for entry in listing:
-            for i in entry['ids']:
-                if of[int(i)] != entry['name']:
-                    raise ValueError(f'rbench spec: {kind} lists distortion {i} under {entry["name"]} but the '
-                                     f'distortion table says {of[int(i)]}')
-        covered = sorted(int(i) for e in listing for i in e['ids'])
-        if covered != list(range(1, 34)):
-            raise ValueError(f'rbench spec: {kind} must cover distortions 1..33 once each')
-    return {'strengths': {int(k): v for k, v in spec['strengths'].items()},
-            'steps': [e['name'] for e in spec['steps']], 'groups': [e['name'] for e in spec['groups']],
-            'step_of': step_of, 'group_of': group_of, 'distortions': {i: d['name'] for i, d in table.items()}}
-
-
+# The 33 distortions, steps, groups and strengths live in vlmeval_ext.core.taxonomy (shared with the corruption
+# engine); R-Bench's dimensions add its three tasks.
 def dimension_order(tasks: Sequence[str] = TASKS, spec: Mapping | None = None) -> list[str]:
-    tax = taxonomy(spec)
-    strengths = [tax['strengths'][k] for k in sorted(tax['strengths'])]
-    cells = [f'{t}-{s}' for t in tasks for s in strengths]
-    return ['Overall', *tasks, *strengths, *tax['steps'], *tax['groups'], *cells]
-
-
-def dimensions_of(row: Mapping, tax: Mapping, task_field: str | None = 'type') -> list[str]:
-    """Every dimension an item counts in."""
-    distortion, strength = int(row['distortion']), int(row['strength'])
-    level = tax['strengths'][strength]
-    dims = ['Overall', level, tax['step_of'][distortion], tax['group_of'][distortion]]
-    if task_field:
-        task = row[task_field]
-        dims += [task, f'{task}-{level}']
-    return dims
+    return taxonomy_dimension_order(tasks, spec)
 
 
 def robustness_table(rows: Sequence[Mapping], metrics: Mapping[str, Callable[[Mapping], object]],
                      tasks: Sequence[str] = TASKS, task_field: str | None = 'type',
                      spec: Mapping | None = None) -> dict[str, dict[str, float | None]]:
-    """{metric: {dimension: mean}} over all dimensions (None where no scored item falls). Missing values
-    (failed items) are excluded from each mean."""
-    tax = taxonomy(spec)
-    order = dimension_order(tasks if task_field else (), spec)
-    out = {}
-    for metric, fn in metrics.items():
-        means = grouped_mean(rows, fn, lambda r: dimensions_of(r, tax, task_field))
-        out[metric] = {d: means.get(d) for d in order}
-    return out
+    return taxonomy_robustness_table(rows, metrics, tasks, task_field, spec)
 
 
 def _value(row: Mapping, col: str) -> float | None:
@@ -248,3 +206,15 @@ def plot_task_strength(table: Mapping[str, Mapping[str, float | None]], path: st
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------ summary
+def summary_row(score: Mapping) -> dict:
+    """The end-of-run summary's row for one R-Bench _score.json (scores on the paper's 0-1 scale)."""
+    judge = score.get('judge') or {}
+    row = {'items': score.get('items')}
+    for metric in ('absolute', 'relative'):
+        for dim in ('Overall', *TASKS):
+            row[f'{metric} {dim} (0-1)'] = score[metric].get(dim)
+    row['judge'] = judge.get('label') or f"judge {judge.get('model', '?')} ({judge.get('mode', '?')})"
+    return row

@@ -71,3 +71,12 @@ def write_report(summary: dict, stem: str | Path, model_name: str = 'model', plo
     if plot:
         paths['plot'] = bar_chart(summary, f'{stem}_tasks.png', model_name)
     return paths
+
+
+def summary_row(score: dict) -> dict:
+    """The end-of-run summary's row for one ReMI _score.json (percent; Overall = mean of the task accuracies,
+    micro = over items; ERP = error reduction against the naive baseline)."""
+    return {'input mode': score['input_mode'], 'accuracy Overall (%)': score['accuracy']['Overall'],
+            'accuracy micro (%)': score['accuracy']['micro'],
+            'naive baseline Overall (%)': score['naive_baseline']['Overall'],
+            'ERP Overall (%)': score['erp']['Overall'], 'scored': score['counts']['scored'], 'items': score['counts']['items']}
