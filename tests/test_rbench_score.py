@@ -1,6 +1,10 @@
 """Judge protocol (official and efficient) as pure step functions, on real R-Bench rows and LLaVA-1.5 outputs."""
+import re
+
 import pytest
 
+from vlmeval_ext.core.spec import load_spec
+from vlmeval_ext.rbench import score
 from vlmeval_ext.rbench.fixtures import llava15_items
 from vlmeval_ext.rbench.score import (Item, certain_letter, make_tasks, official_last_char_verdict, parse_captions,
                                       parse_choices, parse_verdict, run_sync)
@@ -17,16 +21,34 @@ def items(fixtures_dir):
     ('Score: 1.', (0, 1), 1, 0),          # the notebook's last-character parse loses this verdict
     ('Score: 2\n', (0, 1, 2), 2, 0),
     ('**Score:** 2', (0, 1, 2), 2, 2),
+    ('Score: [2]', (0, 1, 2), 2, 0),
+    ('Score\uff1a1', (0, 1), 1, 1),          # full-width colon
     ('The answer matches. Score: 0', (0, 1), 0, 0),
     ('score=2 (complete match)', (0, 1, 2), 2, 0),
+    ('Score: 2\nThe response [Score: 2] matches the answer.', (0, 1, 2), 2, 0),   # quoted, but agreeing
     ('1', (0, 1), 1, 1),
     ('Score: 3', (0, 1, 2), None, 0),      # out of scale: no verdict, not 0
+    ('Score: 10', (0, 1), None, 0),
+    ('Score: 1.5', (0, 1, 2), None, 0),     # not a verdict of the scale
+    ('Score: 1/2', (0, 1, 2), None, 2),
     ('I cannot judge this.', (0, 1), None, 0),
-    ('Format: Score: 0/1 ... Score: 1', (0, 1), 1, 1),
+    ('The underscore 5 is wrong', (0, 1), None, 0),
+    # The judge quoting a score next to its own: ambiguous, never the last (or first) mention.
+    ("Score: 0 ... the response says 'Score: 2'", (0, 1, 2), None, 0),
+    ("The response [It is a cat. Score: 2] does not match.\nScore: 0", (0, 1, 2), None, 0),
+    ('Format: Score: 0/1 ... Score: 1', (0, 1), None, 1),
 ])
 def test_parse_verdict_vs_official(reply, allowed, ours, official):
     assert parse_verdict(reply, allowed) == ours
     assert official_last_char_verdict(reply, allowed) == official
+
+
+def test_the_verdict_pattern_is_the_spec_s_pattern_verbatim():
+    parse = load_spec('rbench')['judge']['parse']
+    # Changing the spec changes the parser: the code compiles the spec's text, nothing else.
+    text = 'x **Score:** 2 y score=1'
+    assert score.verdict_mentions(text) == re.findall(parse['pattern'], text) == ['2', '1']
+    assert [p.pattern for p in score._verdict_patterns()] == [parse['pattern'], parse['lone']]
 
 
 def test_choices_and_captions_from_release(items):
@@ -159,3 +181,30 @@ def test_efficient_caption_early_stop():
     assert t.step(v).score == (2 + 0 + 3) / 10
     v['cap3#r1'] = 'no idea'
     assert t.step(v).need == ['cap3#r1+1']                      # unparseable: re-asked, never 0
+
+
+@pytest.mark.parametrize('truth,output', [('3.5', '35'), ('35', '3.5'), ('-1', '1'), ('1', '-1'), ('1/2', '12'),
+                                          ('12', '1/2'), ('10:30', '1030'), ('1030', '10:30'), ('3,5', '35')])
+def test_no_shortcut_for_texts_that_differ_in_a_number(truth, output):
+    vqa = Item(pair_id=1, type='VQA', question='How many?', choice='N', answer=truth, distortion=1, strength=1,
+               pred_ref=output, pred_dis=truth)
+    tasks = {t.meta['kind']: t for t in make_tasks(vqa, mode='efficient')}
+    assert tasks['ref'].decide_without_judge() is None           # output vs answer
+    assert tasks['com'].decide_without_judge() is None           # distorted vs reference output
+    assert tasks['dis'].decide_without_judge() == 1.0            # the very same text
+    cap = Item(pair_id=2, type='CAP', question='', choice='N', answer="['two cats']", distortion=1, strength=1,
+               pred_ref=f'{truth} cats', pred_dis=f'{output} cats')
+    assert make_tasks(cap, mode='efficient', kinds=['com'])[0].decide_without_judge() is None
+    mcq = Item(pair_id=3, type='MCQ', question='Value?', choice=f'A.{truth}; B.{output}', answer='A', distortion=1,
+               strength=1, pred_ref=output, pred_dis=truth)
+    tasks = {t.meta['kind']: t for t in make_tasks(mcq, mode='efficient')}
+    assert tasks['ref'].decide_without_judge() == 0.0            # the text of option B: wrong, not "equal to A"
+    assert tasks['dis'].decide_without_judge() == 1.0
+
+
+def test_shortcuts_still_fire_on_case_and_whitespace():
+    vqa = Item(pair_id=1, type='VQA', question='Color?', choice='N', answer='Dark  Red', distortion=1, strength=1,
+               pred_ref=' dark red\n', pred_dis='dark red.')
+    tasks = {t.meta['kind']: t for t in make_tasks(vqa, mode='efficient')}
+    assert tasks['ref'].decide_without_judge() == 1.0
+    assert tasks['dis'].decide_without_judge() is None           # a full stop is not whitespace

@@ -9,15 +9,16 @@ Official mode asks exactly the calls of the official notebook (R-Bench-Script.ip
 VQA 5 repeats of 0/1/2, sum/10; CAP one call per reference caption, sum/(2 n); com 5 repeats /10 (MCQ
 majority). Efficient mode decides certain answers without the judge and stops repeating a prompt once its
 first verdicts decide it. Call ids are '<prompt>#r<k>' ('q#r3': the item's prompt, repeat 3; 'cap2#r1':
-reference caption 2); an unparseable reply is re-asked as '<call>+<n>' up to `reask` times, then the task fails.
+reference caption 2); an unparseable or ambiguous reply (parse_verdict) is re-asked as '<call>+<n>' up to `reask`
+times, then the task fails.
 A failed call or an unparseable verdict is never scored 0.
 """
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
-import string
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -27,25 +28,36 @@ from vlmeval_ext.core.spec import load_spec
 SCORE_KINDS = ('dis', 'ref', 'com')
 JUDGE_MODES = ('official', 'efficient', 'offline')
 
-# "Score: 2", "score=1", "**Score:** 0", "Score : 1." ... the last such mention wins (judges sometimes restate
-# the format first). A reply that is only a digit (with punctuation) is accepted too.
-_SCORE_RE = re.compile(r'score\s*\**\s*[:=\uff1a]?\s*\**\s*\[?\s*(\d+)', re.IGNORECASE)
-_LONE_DIGIT_RE = re.compile(r'^\W*(\d)\W*$')
+@functools.lru_cache(maxsize=None)
+def _verdict_patterns() -> tuple[re.Pattern, re.Pattern]:
+    """The verdict regexes of dataset_specs/rbench.yaml judge.parse, compiled exactly as written there."""
+    parse = load_spec('rbench')['judge']['parse']
+    return re.compile(parse['pattern']), re.compile(parse['lone'])
+
+
+def verdict_mentions(reply: str) -> list[str]:
+    """Every score the reply states ('Score: 2', '**Score:** 1', 'score=0', 'Score: [2]'), in order, as written."""
+    return _verdict_patterns()[0].findall(str(reply))
 
 
 def parse_verdict(reply: str | None, allowed: Sequence[int]) -> int | None:
-    """The judge's verdict in `allowed`, or None when the reply states none (never a default 0)."""
+    """The judge's verdict in `allowed`, or None when the reply states none or is ambiguous (never a default 0).
+
+    The official notebook reads the verdict from the end of the reply, where the requested format puts the judge's
+    own 'Score: N' line. A reply that also states a different score elsewhere (the judge quoting the model's
+    answer or the prompt) is ambiguous: None, so the call is asked again and, if it stays ambiguous, the score is
+    counted as failed. A reply that is only a digit is the verdict itself.
+    """
     if reply is None:
         return None
     text = str(reply)
-    found = _SCORE_RE.findall(text)
-    if found:
-        value = int(found[-1])
-    else:
-        lone = _LONE_DIGIT_RE.match(text)
-        if not lone:
-            return None
-        value = int(lone.group(1))
+    mentions = verdict_mentions(text)
+    if not mentions:
+        lone = _verdict_patterns()[1].match(text)
+        return int(lone.group(1)) if lone and int(lone.group(1)) in allowed else None
+    if len(set(mentions)) != 1 or not mentions[-1].isdigit():
+        return None
+    value = int(mentions[-1])
     return value if value in allowed else None
 
 
@@ -109,9 +121,10 @@ class Item:
 
 
 def _norm(text) -> str:
-    """Lower case, punctuation dropped, whitespace collapsed: for exact-match shortcuts only."""
-    table = str.maketrans('', '', string.punctuation)
-    return ' '.join(str(text).lower().translate(table).split())
+    """Lower case, whitespace collapsed, nothing else: the only normalisation under which a no-judge shortcut may
+    call two texts equal. Punctuation is kept because it can change a number ('3.5' vs '35', '-1' vs '1',
+    '1/2' vs '12', '10:30' vs '1030')."""
+    return ' '.join(str(text).lower().split())
 
 
 def certain_letter(output: str | None, options: dict[str, str]) -> str | None:
@@ -190,7 +203,7 @@ class RBenchJudgeTask:
             if value is not None:
                 return value, None, None
         last = str(verdicts[tried[-1]])[:80]
-        return None, None, (f'no verdict in {self.allowed} in {len(tried)} replies to call {call_id} '
+        return None, None, (f'no unambiguous verdict in {self.allowed} in {len(tried)} replies to call {call_id} '
                             f'(last: {last!r})')
 
     def _collect(self, call_ids: list[str], verdicts: dict[str, str]):
