@@ -111,7 +111,6 @@ def test_same_predictions_in_a_new_work_dir_make_no_judge_call(kit_classes, judg
     score1 = evaluate(kit_classes, 'R-Bench-Full_DEMO', first, judge_mode='official')
     asked = judge.count(RB_MARK)
     assert asked == score1['judge']['calls_made'] > 300 and score1['judge']['calls_cached'] == 0
-    assert (Path(os.environ[core_judge.CACHE_ENV]) / core_judge.STORE_FILE).is_file() and store_rows() == asked
     # Another work dir (a colleague's copy of the predictions, a new version of the package): 0 calls.
     second = tmp_path / 'run2' / first.name
     second.parent.mkdir()
@@ -123,6 +122,7 @@ def test_same_predictions_in_a_new_work_dir_make_no_judge_call(kit_classes, judg
     assert score2['absolute'] == score1['absolute'] and score2['relative'] == score1['relative']
     scores = [pd.read_csv(p.with_name(p.stem + '_scores.csv')) for p in (first, second)]
     pd.testing.assert_frame_equal(scores[0], scores[1])
+    assert (Path(os.environ[core_judge.CACHE_ENV]) / core_judge.STORE_FILE).is_file() and store_rows() == asked
     # The work dir's call log holds the calls paid for there, once each.
     log = [json.loads(line) for line in first.with_name(f'{first.stem}_loopback-judge_verdicts.jsonl').open()]
     assert len(log) == asked and len({(r['prompt'], r['call']) for r in log}) == asked
@@ -185,12 +185,12 @@ def test_grab_llm_extracted_uses_the_same_cache(kit_classes, judge, tmp_path):
     score1 = evaluate(kit_classes, 'GRAB_DEMO', first)
     asked = judge.count(GRAB_MARK)
     assert asked == score1['llm_extracted']['counts']['calls_made'] > 0
-    assert store_rows() == asked
     second = grab_predictions(tmp_path / 'b')
     judge.reset_log()
     score2 = evaluate(kit_classes, 'GRAB_DEMO', second)
     assert judge.count(GRAB_MARK) == 0 and score2['llm_extracted']['counts']['calls_cached'] == asked
     assert score2['llm_extracted']['Overall'] == score1['llm_extracted']['Overall']
+    assert store_rows() == asked
 
 
 # ------------------------------------------------------------------------------------------- the store
