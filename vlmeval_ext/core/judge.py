@@ -16,9 +16,11 @@ verdict is the judge's raw reply, keyed by what determines it:
   - the SHA-256 of the exact prompt text,
   - the call id within its task, which carries the repeat number of a repeated prompt ('q#r3': repeat 3), so the
     repeats of a protocol stay distinct verdicts.
-The task is not part of the key: the same prompt asked again (another work dir, a colleague's run, a subset of the
-benchmark, the same prompt in another item) reuses the verdict, and a changed prediction changes only its own
-prompts. Replies are parsed when used, never when stored, so a parser change applies to stored verdicts too.
+The task is not part of the key: the same call asked again (another work dir, a colleague's run, a subset of the
+benchmark, another mode) reuses the verdict, and a changed prediction changes only its own prompts. A protocol that
+wants independent verdicts for one prompt text gives them distinct call ids (R-Bench's official mode numbers the
+repeats on across scores). Replies are parsed when used, never when stored, so a parser change applies to stored
+verdicts too.
 Bypass it with `--judge-args '{"cache": false}'`: nothing is read from or written to the database.
 
 Beside the predictions, `<stem>_<judge>_verdicts.jsonl` logs the calls made by evaluations of that file (one line
@@ -40,7 +42,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Protocol, TextIO
+from typing import Callable, Iterable, Protocol, TextIO
 from urllib.parse import urlsplit
 
 from tqdm import tqdm

@@ -30,7 +30,6 @@ SCORE_KINDS = ('dis', 'ref', 'com')
 JUDGE_MODES = ('official', 'efficient', 'offline')
 
 
-
 @functools.lru_cache(maxsize=None)
 def _verdict_patterns() -> tuple[re.Pattern, re.Pattern]:
     """The verdict regexes of dataset_specs/rbench.yaml judge.parse, compiled exactly as written there."""
