@@ -141,14 +141,16 @@ def main():
                      f'{100 * r["rate"] / ideal:.0f} % | {r["failed"]} |')
         assert r['served'] == r['calls'], r   # nothing asked twice, nothing lost
     lines += ['', f'Command: `python benchmarks/rbench_throughput.py --items {args.items} --nproc {args.nproc} '
-              f'--latency {args.latency}` ({os.cpu_count()} CPUs).', '',
+              f'--latency {args.latency}` ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end: '
+              'the machine was shared).', '',
               'Reading: the runner itself (thread pool, verdict cache lookups and one SQLite commit per verdict) reaches the '
               '"no HTTP" row. The official and efficient rows add real HTTP: the kit\'s OpenAIWrapper (made to '
               'reuse a keep-alive session per thread by core.judging) against the loopback judge in its own '
               'process, both on this machine\'s 2 CPUs. They sit at the raw requests.post row, the HTTP ceiling '
               'of this machine (its server shares the client process): on 2 CPUs the client and server HTTP '
-              'stacks, not the runner, set the limit. Efficient mode asks a task\'s next call as soon as its previous '
-              'verdict arrives, so it keeps as many calls in flight as official mode does.']
+              'stacks, not the runner, set the limit. The runner asks a task\'s next call as soon as its previous '
+              'verdict arrives (no rounds); efficient mode\'s few hundred calls take under 3 s, a run short enough '
+              'for start-up (connections, threads) to weigh on its rate.']
     Path(args.out).write_text('\n'.join(lines) + '\n', encoding='utf-8')
     print('\n'.join(lines))
 
