@@ -4,7 +4,7 @@ The judge path is the real one of an evaluation: the kit's build_judge (OpenAIWr
 vlmeval_ext.core.judging.kit_judge_caller, driven by vlmeval_ext.core.judge.run_tasks with a VerdictCache (SQLite,
 one commit per verdict) at --api-nproc 32. Tasks are the R-Bench judge tasks of the real LLaVA-1.5 outputs;
 the loopback judge answers deterministically from the prompt (benchmarks/rbench_judge_calls.py).
-Goal (issue 3): >= 80 % of nproc / latency = 320 calls/s.
+Goal: >= 80 % of nproc / latency = 320 calls/s.
 
     python benchmarks/rbench_throughput.py [--items 200] [--nproc 32] [--latency 0.1]
 """
