@@ -18,6 +18,25 @@ def fixtures_dir(tmp_path_factory) -> Path:
 FAKE_KEY = 'sk-vlmevalext-FAKE-0123456789abcdef'   # a known fake key: tests grep outputs for it
 
 
+@pytest.fixture(scope='session', autouse=True)
+def _session_verdict_cache(tmp_path_factory):
+    """Nothing a test runs writes to the user's verdict cache (VLMEVAL_EXT_CACHE, see vlmeval_ext.core.judge)."""
+    import os
+    before = os.environ.get('VLMEVAL_EXT_CACHE')
+    os.environ['VLMEVAL_EXT_CACHE'] = str(tmp_path_factory.mktemp('verdict-cache-session'))
+    yield
+    if before is None:
+        os.environ.pop('VLMEVAL_EXT_CACHE', None)
+    else:
+        os.environ['VLMEVAL_EXT_CACHE'] = before
+
+
+@pytest.fixture(autouse=True)
+def _verdict_cache_per_test(tmp_path_factory, monkeypatch):
+    """Each test starts with an empty verdict cache of its own: no test reuses another test's verdicts."""
+    monkeypatch.setenv('VLMEVAL_EXT_CACHE', str(tmp_path_factory.mktemp('verdict-cache')))
+
+
 @pytest.fixture
 def loopback():
     """A started loopback OpenAI-compatible server (127.0.0.1, free port), stopped after the test."""

@@ -115,7 +115,8 @@ class GRAB(ExtImageDataset):
             if row['prediction'] is not None:
                 tasks[str(row['index'])] = grab_score.ExtractionTask(str(row['index']), row['question'],
                                                                      row['prediction'], row['answer'])
-        cache = VerdictCache(stem_path(eval_file, f'_{handle.name}_verdicts.jsonl'), handle.name)
+        cache = VerdictCache.shared(handle.name, handle.endpoint_host, enabled=judge_kwargs.get('cache', True),
+                                    log=stem_path(eval_file, f'_{handle.name}_verdicts.jsonl'))
         results, stats = run_tasks(tasks.values(), handle.call, cache, mode=handle.mode, nproc=handle.nproc,
                                    retries=handle.retries, backoff=handle.backoff, desc='GRAB extraction')
         no_answer = 0

@@ -95,7 +95,7 @@ class RBenchFull(ExtImageDataset):
             rows, summary = self._judge_offline(items, handle, pairing)
             label = f'{handle.name}: {OFFLINE_LABEL}'
         else:
-            rows, summary = self._judge_api(items, handle, pairing, eval_file)
+            rows, summary = self._judge_api(items, handle, pairing, eval_file, judge_kwargs.get('cache', True))
             label = f'judge {handle.name} ({mode} mode)'
         summary['failures']['excluded_scores'] = rb_report.failure_counts(rows)
         # Which rows failed, not only how many: [predictions index (or pair_id for a missing row), reason].
@@ -121,11 +121,12 @@ class RBenchFull(ExtImageDataset):
                              'absolute': list(table['absolute'].values()),
                              'relative': list(table['relative'].values())})
 
-    def _judge_api(self, items, handle, pairing, eval_file):
+    def _judge_api(self, items, handle, pairing, eval_file, use_cache=True):
         from vlmeval_ext.core.judge import VerdictCache, run_tasks
         from vlmeval_ext.rbench.score import resolve_aliases
         tasks, aliases = rb_eval.judge_tasks(items, self.dataset_name, handle.mode)
-        cache = VerdictCache(stem_path(eval_file, f'_{handle.name}_verdicts.jsonl'), handle.name)
+        cache = VerdictCache.shared(handle.name, handle.endpoint_host, enabled=use_cache,
+                                    log=stem_path(eval_file, f'_{handle.name}_verdicts.jsonl'))
         results, stats = run_tasks(tasks, handle.call, cache, mode=handle.mode, nproc=handle.nproc,
                                    retries=handle.retries, backoff=handle.backoff, desc='R-Bench judging')
         results = resolve_aliases(results, aliases)

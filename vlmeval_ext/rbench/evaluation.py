@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Sequence
 
 from vlmeval_ext.core.io import DataError
 from vlmeval_ext.rbench.report import TASKS
-from vlmeval_ext.rbench.score import SCORE_KINDS, Item, make_tasks, split_aliases
+from vlmeval_ext.rbench.score import SCORE_KINDS, Item, make_tasks, plan_tasks
 
 PREDICTION_COLUMNS = ('index', 'pair_id', 'variant', 'type', 'distortion', 'strength', 'answer', 'prediction')
 # The kit's API wrappers answer 'Failed to obtain answer via API.' when every retry failed.
@@ -119,7 +119,7 @@ def judge_tasks(items: Sequence[Item], dataset: str, mode: str):
         kinds = scorable_kinds(item)
         if kinds:
             tasks.extend(make_tasks(item, dataset=dataset, mode=mode, kinds=kinds))
-    return split_aliases(tasks)
+    return plan_tasks(tasks)
 
 
 def score_rows(items: Sequence[Item], score_of: Callable[[Item, str], float | None]) -> list[dict]:

@@ -12,11 +12,13 @@ FAKE_KEY = 'sk-vlmevalext-FAKE-0123456789abcdef'
 
 
 def kit_environment(tmp_path, server=None, key: str = FAKE_KEY) -> dict:
-    """LMUData and work dir under tmp_path; model and judge both at the loopback server (key from env only)."""
+    """LMUData, work dir and verdict cache under tmp_path; model and judge both at the loopback server (key from
+    env only)."""
     lmu = Path(tmp_path) / 'LMUData'
     lmu.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    env.update({'LMUData': str(lmu), 'OPENAI_API_KEY': key, 'PYTHONUNBUFFERED': '1',
+    env.update({'LMUData': str(lmu), 'VLMEVAL_EXT_CACHE': str(Path(tmp_path) / 'verdict-cache'),
+                'OPENAI_API_KEY': key, 'PYTHONUNBUFFERED': '1',
                 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'TOKENIZERS_PARALLELISM': 'false'})
     if server is not None:
         env['OPENAI_API_BASE'] = server.chat_url
