@@ -46,7 +46,11 @@ for leg in "${legs[@]}"; do
     ms) run_leg 'ms-vlmeval 0.0.20' .venv; rc=$? ;;
     upstream)
       src="$(upstream_source)"
-      if [ -z "$src" ]; then
+      if [ -z "$src" ] && [ "${#legs[@]}" = 1 ]; then
+        echo "[tests] --kit upstream needs an upstream VLMEvalKit source: VLMEVALKIT_SRC=/path/to/VLMEvalKit" \
+             "(a checkout folder or a .tar.gz of one), or ../shared/vendor/VLMEvalKit-*.tar.gz beside this repo" >&2
+        exit 2
+      elif [ -z "$src" ]; then
         summary+=("upstream: DID NOT RUN (no upstream VLMEvalKit source here: no \$VLMEVALKIT_SRC, no ../shared/vendor)."
                   "  To run it: VLMEVALKIT_SRC=/path/to/VLMEvalKit bash tests/run.sh --kit upstream"
                   "  (a checkout folder or a .tar.gz of one)")
