@@ -23,8 +23,10 @@ fi
 
 upstream_source() {
   if [ -n "${VLMEVALKIT_SRC:-}" ]; then echo "$VLMEVALKIT_SRC"; return; fi
-  local found; found="$(ls -1 "$ROOT"/../shared/vendor/VLMEvalKit-*.tar.gz 2>/dev/null | sort | tail -n 1)"
-  [ -n "$found" ] && echo "$found"
+  local vendor="$ROOT/../shared/vendor" found
+  [ -d "$vendor" ] || return 0
+  found="$(ls -1 "$vendor"/VLMEvalKit-*.tar.gz 2>/dev/null | sort | tail -n 1)"
+  [ -z "$found" ] || echo "$(cd "$vendor" && pwd -P)/$(basename "$found")"
 }
 
 # run_leg NAME VENV SETUP-ARGS...: sets up the venv, runs pytest in it; returns pytest's exit status.
