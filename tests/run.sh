@@ -36,10 +36,12 @@ run_leg() {
   local start=$SECONDS
   bash scripts/setup_venv.sh "$@" || { echo "[tests] $name: setting up $venv failed" >&2; return 1; }
   echo "[tests] $name: venv ready in $((SECONDS - start)) s"
-  "$venv/bin/python" -m pytest tests -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --durations=15 "${PYTEST_ARGS[@]}"
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --durations=15 "${PYTEST_ARGS[@]}"
 }
 
+# Arguments go to pytest; without a test path among them, the whole of tests/.
 PYTEST_ARGS=("$@")
+case " $* " in *" tests"*) ;; *) PYTEST_ARGS=(tests "$@") ;; esac
 status=0
 summary=()
 for leg in "${legs[@]}"; do
