@@ -7,7 +7,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
-source scripts/setup_venv.sh
+bash scripts/setup_venv.sh        # .venv with torch and ms-vlmeval 0.0.20 (PyPI's VLMEvalKit), if not there yet
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg PYTHONWARNINGS=ignore
 PY="$ROOT/.venv/bin/python"
 

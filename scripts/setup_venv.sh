@@ -1,21 +1,100 @@
 #!/usr/bin/env bash
-# Creates or refreshes .venv with everything vlmeval-ext needs (sourced by run_examples.sh and tests/run.sh).
+# Creates or refreshes a venv for vlmeval-ext (run by run_examples.sh and tests/run.sh):
+#   bash scripts/setup_venv.sh                 .venv: torch, then `pip install -e '.[ms,test]'` (the kit is
+#                                              ms-vlmeval 0.0.20, PyPI's VLMEvalKit)
+#   bash scripts/setup_venv.sh --upstream SRC  .venv-upstream: torch, an upstream VLMEvalKit installed editable from
+#                                              SRC (a checkout folder, or a .tar.gz of one, unpacked into the venv),
+#                                              rouge_score, then `pip install -e '.[test]'`; checks afterwards that
+#                                              `vlmeval` is still the checkout's (our install added no second kit)
+# A venv is refreshed only when its inputs change (setup.py, this script, the upstream source): a hash stamp inside.
 # torch/torchvision: this machine's pip takes them from local disk; elsewhere pick the build for your hardware
-# first (https://pytorch.org), then `pip install -e '.[test]'`.
+# first (https://pytorch.org), then `pip install -e '.[ms,test]'` (or `-e '.[test]'` next to your own kit).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="$ROOT/.venv"
 PY="${PYTHON:-python3}"
-STAMP="$VENV/.vlmeval-ext-setup"
-want="$(cat "$ROOT/setup.py" "$ROOT/scripts/setup_venv.sh" | sha1sum | cut -d' ' -f1)"
-if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
-  return 0 2>/dev/null || exit 0
-fi
-echo "[setup] preparing $VENV (first run: a few minutes)" >&2
-[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' >&2 || true
-"$VENV/bin/python" -m pip install -q torch==2.14.1 torchvision==0.29.1 2>&1 | grep -v '^WARNING: Location' >&2 || true
-"$VENV/bin/python" -m pip install -q -e "$ROOT[test]" 2>&1 | grep -v '^WARNING: Location' >&2 || true
-"$VENV/bin/python" -c "import torch, torchvision, vlmeval_ext, yaml, cv2, pytest" \
-  || { echo "[setup] ERROR: the environment in $VENV is incomplete (see pip output above)" >&2; exit 1; }
-echo "$want" > "$STAMP"
+TORCH=(torch==2.14.1 torchvision==0.29.1)
+
+fail() { echo "[setup] ERROR: $*" >&2; exit 1; }
+
+# pip, quiet; pip's own exit status decides (its notes about unreadable index locations are dropped).
+pip_q() {
+  local log rc=0
+  log="$(mktemp)"
+  "$VENV/bin/python" -m pip install -q "$@" >"$log" 2>&1 || rc=$?
+  grep -v '^WARNING: Location' "$log" >&2 || true
+  rm -f "$log"
+  [ "$rc" = 0 ] || fail "pip install $* failed in $VENV (exit $rc; pip's output above)"
+}
+
+# The fingerprint of what a venv is built from: setup.py, this script, and the words given (source identities).
+fingerprint() {
+  { cat "$ROOT/setup.py" "$ROOT/scripts/setup_venv.sh"; printf '%s\n' "$@"; } | sha1sum | cut -d' ' -f1
+}
+
+up_to_date() { [ -x "$VENV/bin/python" ] && [ -f "$VENV/.vlmeval-ext-setup" ] && [ "$(cat "$VENV/.vlmeval-ext-setup")" = "$1" ]; }
+
+new_venv() {
+  echo "[setup] preparing $VENV (first run: a few minutes)" >&2
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  rm -f "$VENV/.vlmeval-ext-setup"
+  pip_q --upgrade pip
+  pip_q "${TORCH[@]}"
+}
+
+setup_ms() {
+  VENV="$ROOT/.venv"
+  local want; want="$(fingerprint ms)"
+  up_to_date "$want" && return 0
+  new_venv
+  pip_q -e "$ROOT[ms,test]"
+  "$VENV/bin/python" -c "import importlib.metadata as m; m.version('ms-vlmeval')
+import torch, torchvision, vlmeval_ext, yaml, cv2, pytest" || fail "the environment in $VENV is incomplete (see pip's output above)"
+  echo "$want" > "$VENV/.vlmeval-ext-setup"
+}
+
+setup_upstream() {
+  local src="$1" want checkout
+  VENV="$ROOT/.venv-upstream"
+  case "$src" in
+    *.tar.gz|*.tgz) [ -f "$src" ] || fail "no upstream VLMEvalKit archive $src"
+                    src="$(cd "$(dirname "$src")" && pwd)/$(basename "$src")"
+                    want="$(fingerprint upstream-archive "$(sha1sum < "$src")")"
+                    checkout="$VENV/src/VLMEvalKit" ;;
+    *)              [ -f "$src/run.py" ] && [ -d "$src/vlmeval" ] \
+                      || fail "$src is not a VLMEvalKit checkout (no run.py and vlmeval/ in it)"
+                    src="$(cd "$src" && pwd)"
+                    want="$(fingerprint upstream-checkout "$src" "$(cat "$src"/setup.py "$src"/requirements.txt | sha1sum)")"
+                    checkout="$src" ;;
+  esac
+  up_to_date "$want" && return 0
+  new_venv
+  if [ "$checkout" != "$src" ]; then
+    rm -rf "$VENV/src" && mkdir -p "$VENV/src"
+    tar xzf "$src" -C "$VENV/src"
+    [ -f "$checkout/run.py" ] || fail "$src does not unpack to VLMEvalKit/run.py"
+  fi
+  pip_q -e "$checkout"
+  pip_q rouge_score          # imported by vlmeval.dataset, missing from the kit's requirements
+  pip_q -e "$ROOT[test]"
+  # Our install must leave the user's kit in place: `vlmeval` is still the checkout's, and no ms-vlmeval came along.
+  "$VENV/bin/python" - "$checkout" <<'EOF' || fail "installing vlmeval-ext changed the kit in $VENV"
+import importlib.metadata, importlib.util, sys
+from pathlib import Path
+checkout = Path(sys.argv[1]).resolve()
+origin = Path(importlib.util.find_spec('vlmeval').origin).resolve()
+if not origin.is_relative_to(checkout):
+    sys.exit(f'[setup] vlmeval is imported from {origin}, not from the checkout {checkout}')
+try:
+    sys.exit(f'[setup] ms-vlmeval {importlib.metadata.version("ms-vlmeval")} was installed over the checkout')
+except importlib.metadata.PackageNotFoundError:
+    pass
+import torch, torchvision, vlmeval_ext, yaml, cv2, pytest  # noqa: E401,F401
+EOF
+  echo "$want" > "$VENV/.vlmeval-ext-setup"
+}
+
+case "${1:-}" in
+  '') setup_ms ;;
+  --upstream) [ -n "${2:-}" ] || fail "--upstream needs a VLMEvalKit checkout folder or .tar.gz"; setup_upstream "$2" ;;
+  *) fail "usage: bash scripts/setup_venv.sh [--upstream VLMEVALKIT_CHECKOUT_OR_TAR_GZ]" ;;
+esac

@@ -1,11 +1,26 @@
 """Shared pytest fixtures: real benchmark data (tests/fixtures), the loopback OpenAI-compatible server."""
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope='session')
+def kit_flavour() -> str:
+    """Which VLMEvalKit the suite runs on: 'ms-vlmeval' (PyPI's `ms-vlmeval`) or 'upstream' (a checkout of
+    github.com/open-compass/VLMEvalKit installed as the `vlmeval` distribution). tests/run.sh runs the suite on both;
+    a test whose expectation differs by kit takes this fixture and says in a comment what differs."""
+    try:
+        metadata.version('ms-vlmeval')
+        return 'ms-vlmeval'
+    except metadata.PackageNotFoundError:
+        pass
+    metadata.version('vlmeval')   # neither kit installed: PackageNotFoundError names the missing one
+    return 'upstream'
 
 
 @pytest.fixture(scope='session')

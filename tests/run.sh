@@ -1,8 +1,70 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: sets up .venv if needed, then runs pytest.
-set -euo pipefail
+# The whole test suite on a fresh machine, once per VLMEvalKit flavour; sets up the venvs it needs.
+#   bash tests/run.sh [PYTEST ARGS]                 both legs:
+#     ms-vlmeval  ms-vlmeval 0.0.20 from PyPI, in .venv
+#     upstream    an upstream VLMEvalKit checkout installed editable, in .venv-upstream; its source is
+#                 $VLMEVALKIT_SRC (a checkout folder or a .tar.gz of one), else ../shared/vendor/VLMEvalKit-*.tar.gz
+#                 beside this checkout; with neither, this leg does not run and the script says so
+#   bash tests/run.sh --kit ms|upstream [PYTEST ARGS]   one leg only
+# Exit status: 0 when every leg that ran passed, 1 when any failed.
+set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-source scripts/setup_venv.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
-exec .venv/bin/python -m pytest tests -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --durations=15 "$@"
+export LITELLM_LOCAL_MODEL_COST_MAP=True   # the upstream kit imports litellm, which would fetch its price map
+
+legs=(ms upstream)
+if [ "${1:-}" = --kit ]; then
+  case "${2:-}" in
+    ms|upstream) legs=("$2"); shift 2 ;;
+    *) echo "usage: bash tests/run.sh [--kit ms|upstream] [PYTEST ARGS]" >&2; exit 2 ;;
+  esac
+fi
+
+upstream_source() {
+  if [ -n "${VLMEVALKIT_SRC:-}" ]; then echo "$VLMEVALKIT_SRC"; return; fi
+  local vendor="$ROOT/../shared/vendor" found
+  [ -d "$vendor" ] || return 0
+  found="$(ls -1 "$vendor"/VLMEvalKit-*.tar.gz 2>/dev/null | sort | tail -n 1)"
+  [ -z "$found" ] || echo "$(cd "$vendor" && pwd -P)/$(basename "$found")"
+}
+
+# run_leg NAME VENV SETUP-ARGS...: sets up the venv, runs pytest in it; returns pytest's exit status.
+run_leg() {
+  local name="$1" venv="$2"; shift 2
+  echo "================ tests on $name ================"
+  local start=$SECONDS
+  bash scripts/setup_venv.sh "$@" || { echo "[tests] $name: setting up $venv failed" >&2; return 1; }
+  echo "[tests] $name: venv ready in $((SECONDS - start)) s"
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --durations=15 "${PYTEST_ARGS[@]}"
+}
+
+# Arguments go to pytest; without a test path among them, the whole of tests/.
+PYTEST_ARGS=("$@")
+case " $* " in *" tests"*) ;; *) PYTEST_ARGS=(tests "$@") ;; esac
+status=0
+summary=()
+for leg in "${legs[@]}"; do
+  start=$SECONDS
+  case "$leg" in
+    ms) run_leg 'ms-vlmeval 0.0.20' .venv; rc=$? ;;
+    upstream)
+      src="$(upstream_source)"
+      if [ -z "$src" ] && [ "${#legs[@]}" = 1 ]; then
+        echo "[tests] --kit upstream needs an upstream VLMEvalKit source: VLMEVALKIT_SRC=/path/to/VLMEvalKit" \
+             "(a checkout folder or a .tar.gz of one), or ../shared/vendor/VLMEvalKit-*.tar.gz beside this repo" >&2
+        exit 2
+      elif [ -z "$src" ]; then
+        summary+=("upstream: DID NOT RUN (no upstream VLMEvalKit source here: no \$VLMEVALKIT_SRC, no ../shared/vendor)."
+                  "  To run it: VLMEVALKIT_SRC=/path/to/VLMEvalKit bash tests/run.sh --kit upstream"
+                  "  (a checkout folder or a .tar.gz of one)")
+        continue
+      fi
+      run_leg "upstream VLMEvalKit ($src)" .venv-upstream --upstream "$src"; rc=$? ;;
+  esac
+  [ "$rc" = 0 ] || status=1
+  summary+=("$leg: $([ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)") in $((SECONDS - start)) s")
+done
+echo "================ summary ================"
+printf '[tests] %s\n' "${summary[@]}"
+exit "$status"

@@ -84,7 +84,7 @@ def _is_json(text):
         return False
 
 
-def test_kit_judge_caller_raises_on_every_fault(loopback, monkeypatch):
+def test_kit_judge_caller_raises_on_every_fault(loopback, monkeypatch, kit_flavour):
     """The kit's OpenAIWrapper returns a fail-message string; our caller turns each fault into JudgeCallError."""
     monkeypatch.setenv('OPENAI_API_KEY', 'sk-vlmevalext-FAKE-0123456789abcdef')
     from vlmeval_ext.core.judging import kit_judge_caller
@@ -96,4 +96,7 @@ def test_kit_judge_caller_raises_on_every_fault(loopback, monkeypatch):
         loopback.fail_next(kind)
         with pytest.raises(JudgeCallError):
             call('judge this')
-    assert loopback.log[0].body['messages'][-1]['content'] == 'judge this'
+    # Kit difference: ms-vlmeval's OpenAIWrapper sends a text-only prompt as a plain string; upstream VLMEvalKit's
+    # sends a list of parts even then.
+    sent = {'ms-vlmeval': 'judge this', 'upstream': [{'type': 'text', 'text': 'judge this'}]}[kit_flavour]
+    assert loopback.log[0].body['messages'][-1]['content'] == sent

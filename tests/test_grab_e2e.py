@@ -39,6 +39,7 @@ def _model_reply(answer: str, kind: str) -> str:
 def _judge_reply(body) -> str:
     """Emulates the extraction LLM: the model output's answer after 'is', whole if short, else "None"."""
     prompt = body['messages'][-1]['content']
+    # Kit difference: ms-vlmeval sends a text-only prompt as a string, upstream VLMEvalKit as a list of text parts.
     prompt = prompt if isinstance(prompt, str) else ' '.join(p.get('text', '') for p in prompt)
     output = re.search(r'The output from the model answering the question is: "(.*)"\n', prompt, re.S).group(1)
     if 'cannot tell' in output:

@@ -85,7 +85,9 @@ class ScriptedModel:
 
     def __call__(self, body) -> str:
         content = body['messages'][-1]['content']
-        if isinstance(content, str):          # a judge request (text only)
+        # A judge request is text only. Kit difference: ms-vlmeval sends it as a string, upstream VLMEvalKit as a
+        # list of text parts.
+        if isinstance(content, str):
             return judge_reply(content)
         images = [p['image_url']['url'] for p in content if p.get('type') == 'image_url']
         texts = ' '.join(p.get('text', '') for p in content if p.get('type') == 'text')

@@ -57,6 +57,7 @@ def _text(body) -> str:
     texts = []
     for message in body.get('messages', []):
         content = message.get('content', '')
+        # Kit difference: ms-vlmeval sends a text-only prompt as a string, upstream VLMEvalKit as a list of text parts.
         if isinstance(content, str):
             texts.append(content)
         else:

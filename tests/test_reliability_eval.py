@@ -39,6 +39,7 @@ def _predictions(tmp_path):
 def _judge(body):
     time.sleep(0.02)
     prompt = body['messages'][-1]['content']
+    # Kit difference: ms-vlmeval sends a text-only prompt as a string, upstream VLMEvalKit as a list of text parts.
     prompt = prompt if isinstance(prompt, str) else ' '.join(p.get('text', '') for p in prompt)
     out = prompt.split('The output from the model answering the question is: "')[1].split('"\n')[0]
     return out.split('answer is ')[-1].rstrip('.') if 'answer is ' in out else out

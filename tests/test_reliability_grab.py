@@ -104,6 +104,7 @@ class GrabPlay:
     def judge(self, body) -> str:
         time.sleep(self.judge_delay)
         content = body['messages'][-1]['content']
+        # Kit difference: ms-vlmeval sends a text-only prompt as a string, upstream VLMEvalKit as a list of text parts.
         prompt = content if isinstance(content, str) else ' '.join(p.get('text', '') for p in content)
         return judge_reply_for(self.judged_output(prompt))
 
