@@ -91,11 +91,6 @@ def int_cell(value, path, row: int, column: str, lo: int | None = None, hi: int 
     return int(number)
 
 
-def int_column(df: pd.DataFrame, column: str, path, lo: int | None = None, hi: int | None = None) -> list[int]:
-    """Every cell of `column` as an integer (int_cell per row)."""
-    return [int_cell(v, path, i + 2, column, lo, hi) for i, v in enumerate(df[column])]
-
-
 def require_columns(df: pd.DataFrame, columns, path) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from vlmeval_ext.core.io import DataError, int_cell
-from vlmeval_ext.core.predictions import EMPTY, FAILED, classify_prediction
+from vlmeval_ext.core.predictions import EMPTY, FAILED, classify_prediction, prediction_text
 from vlmeval_ext.rbench.report import TASKS
 from vlmeval_ext.rbench.score import SCORE_KINDS, Item, make_tasks, split_aliases
 
@@ -89,7 +89,7 @@ def pair_predictions(records: Sequence[Mapping], path='predictions') -> Pairing:
             if variant not in rows:
                 return None
             value = rows[variant][0].get('prediction')
-            return None if classify_prediction(value) == FAILED else _text(value)
+            return None if classify_prediction(value) == FAILED else prediction_text(value)
         pairing.items.append(Item(
             pair_id=pair_id, type=_text(rec.get('type')).strip(), question=_text(rec.get('question')),
             choice=_text(rec.get('choice')), answer=_text(rec.get('answer')),

@@ -104,7 +104,7 @@ class RoCOCORetrieval(ExtImageDataset):
         if not kinds <= {'image', 'text'}:
             raise DataError(f'{self.data_path}: column \'kind\' must be image or text, found {sorted(kinds)}')
         is_image = data['kind'] == 'image'
-        empty = is_image & data['image'].isna()
+        empty = is_image & (data['image'].isna() | (data['image'].astype(str).str.strip() == ''))
         if empty.any():
             raise DataError(f'{self.data_path}: image row(s) without an image at line(s) '
                             f'{[int(i) + 2 for i in data.index[empty][:5]]}, column \'image\'')
