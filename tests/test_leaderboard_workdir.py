@@ -17,7 +17,8 @@ def _run(work, model, dataset, score, judge=None):
 
 
 def _grab(overall, tasks, items=2170):
-    return {'official': {'Overall': overall, 'task': dict(zip(('properties', 'function', 'series', 'transform'), tasks))},
+    tasks = dict(zip(('properties', 'function', 'series', 'transform'), tasks))
+    return {'official': {'Overall': overall, 'task': tasks},
             'counts': {'items': items, 'scored': items}}
 
 
@@ -45,7 +46,8 @@ def test_grab_leaderboard_two_models_plus_paper(grab_work):
     assert frame.model.tolist()[:3] == ['Claude 3.5 Sonnet', 'GPT4o', 'Gemini 1.5 Pro']
     assert frame['rank'].tolist() == list(range(1, 17))
     md = out['markdown'].read_text()
-    assert '| 2 | GPT4o (paper: GPT-4o) | ours | gpt-4o-mini | 2170/2170 | 30.0 | 15.0 | 12.0 | 8.0 | 19.0 | yes |' in md
+    assert ('| 2 | GPT4o (paper: GPT-4o) | ours | gpt-4o-mini | 2170/2170 | 30.0 | 15.0 | 12.0 | 8.0 | 19.0 | yes |'
+            in md)
     assert ("| MyVLM | ours | - | 20/2170 | 6.0 | 5.0 | 4.0 | 3.0 | 5.0 | not comparable: a subset: 20 of the "
             "paper's 2170 items (e.g. --limit) |") in md
     assert ours.loc['MyVLM', 'comparable'] == False and ours.loc['GPT4o', 'comparable'] == True  # noqa: E712

@@ -49,7 +49,8 @@ def test_a_limit_run_of_grab_through_evaluate_is_not_compared(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize('judge, why', [
-    ({'name': 'offline', 'mode': 'offline'}, "judged by offline (an offline approximation), not the paper's GPT-3.5-turbo"),
+    ({'name': 'offline', 'mode': 'offline'},
+     "judged by offline (an offline approximation), not the paper's GPT-3.5-turbo"),
     ({'name': 'gpt-4o-mini', 'mode': 'official'}, "judged by gpt-4o-mini, not the paper's GPT-3.5-turbo"),
     (None, 'the score file does not name its judge'),
 ])
