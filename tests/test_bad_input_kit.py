@@ -107,7 +107,7 @@ def test_dataset_tsv_missing_a_required_column(kit, lmu):
 
 def test_dataset_tsv_with_duplicate_indices(kit, lmu):
     _write_grab(lmu, _grab_rows(3, index=[5, 6, 5]))
-    with pytest.raises(DataError, match=r"GRAB\.tsv: duplicate values in column 'index': \[5\]"):
+    with pytest.raises(DataError, match=r"GRAB\.tsv: duplicate values in column 'index': \['5'\]"):
         kit['GRAB']('GRAB')
 
 
@@ -157,7 +157,7 @@ def test_grab_bad_outputs_are_counted_never_silently_scored(kit, lmu, tmp_path):
     # counted and listed (column `failed` of _items.tsv).
     assert official['inference_failures'] == 1
     assert items.loc[items['failed'].notna(), 'index'].tolist() == [5]
-    assert official['empty_responses'] == 2                      # None and '' (both empty cells once written)
+    assert scores['counts']['empty'] == 2                        # None and '' (both empty cells once written)
     assert official['scored'] == len(outputs) - 1
     assert items.loc[items['index'] == 5, 'official'].isna().all()
     assert scores['normalized']['Overall'] == pytest.approx(100 * 4 / 6, abs=1e-3)   # -9, 1MB, binary, 答案
@@ -171,12 +171,14 @@ def test_remi_non_dict_json_outputs_are_counted(kit, lmu, tmp_path, monkeypatch)
     monkeypatch.setenv('REMI_NO_PLOT', '1')
     summary = kit['ReMI'].for_evaluation('ReMI_DEMO').evaluate(str(path))
     counts = summary['counts']
-    assert counts['inference_failures'] == 1
-    assert sum(counts['parse_failures'].values()) == 4
+    # The empty cell is an empty answer (wrong, counted), not an inference failure.
+    assert counts['inference_failures'] == 0 and counts['empty'] == 1
+    assert sum(counts['parse_failures'].values()) == 5 and counts['official_bad_json'] == 5
     items = pd.read_csv(tmp_path / 'Model_ReMI_DEMO_items.tsv', sep='\t')
     status = items['status'].tolist()
-    assert status[0] == 'ok' and set(status[1:5]) <= {'not_object', 'no_json'} and status[5] == 'inference_failure'
-    assert items['correct'].iloc[1:5].eq(False).all() and pd.isna(items['correct'].iloc[5])
+    assert status[0] == 'ok' and set(status[1:]) <= {'not_object', 'no_json'}
+    assert items['lenient'].iloc[1:].eq(False).all() and items['official'].iloc[1:].eq(False).all()
+    assert items['kind'].tolist() == ['answer'] * 5 + ['empty']
 
 
 # ----------------------------------------------------------------------------------------------------- CLI

@@ -48,7 +48,7 @@ def test_renamed_column_is_not_guessed(tmp_path):
 def test_duplicate_indices_are_named(tmp_path):
     path = tmp_path / 'p.tsv'
     pd.DataFrame({'index': [1, 2, 2], 'prediction': ['a', 'b', 'c']}).to_csv(path, sep='\t', index=False)
-    with pytest.raises(DataError, match=r"p\.tsv: duplicate values in column 'index': \[2\]"):
+    with pytest.raises(DataError, match=r"p\.tsv: duplicate values in column 'index': \['2'\]"):
         load_predictions(path)
 
 
@@ -83,17 +83,15 @@ def test_list_cells_that_are_not_lists(cell, message):
 INTEGER_Q = 'What is the value of the x-intercept of the function? Give your answer as an integer.'
 
 
-@pytest.mark.parametrize('missing', [None, float('nan')])
-def test_grab_missing_prediction_is_a_failure_not_a_zero(missing):
+@pytest.mark.parametrize('cell', [None, float('nan'), '', '  '])
+def test_grab_empty_prediction_is_a_wrong_answer(cell):
+    from vlmeval_ext.core.predictions import EMPTY, classify_prediction, prediction_text
     from vlmeval_ext.grab.score import score_response
-    result = score_response(missing, '-9', INTEGER_Q)
-    assert result['official'] is None and result['normalized'] is None and result['failed'] == 'no prediction'
-
-
-def test_grab_empty_prediction_is_a_wrong_answer():
-    from vlmeval_ext.grab.score import score_response
-    result = score_response('', '-9', INTEGER_Q)
-    assert result == {'official': 0, 'normalized': 0, 'parsed': None, 'failed': None}   # counted as unparsed
+    assert classify_prediction(cell) == EMPTY                       # an answer, not an inference failure
+    result = score_response(prediction_text(cell), '-9', INTEGER_Q)
+    assert result == {'official': 0, 'normalized': 0, 'parsed': None}   # wrong, counted as unparsed
+    with pytest.raises(TypeError):
+        score_response(None, '-9', INTEGER_Q)                        # text only: the caller decides first
 
 
 def test_grab_one_megabyte_output_is_scored_in_bounded_time():
@@ -108,7 +106,7 @@ def test_grab_one_megabyte_output_is_scored_in_bounded_time():
 def test_grab_binary_and_other_script_outputs_do_not_crash():
     from vlmeval_ext.grab.score import score_response
     binary = b'\x00\xff\xfe-9\x07'.decode('latin-1')
-    assert score_response(binary, '-9', INTEGER_Q)['failed'] is None
+    assert score_response(binary, '-9', INTEGER_Q)['official'] == 0
     # Arabic-Indic digits are digits: "\u0663" is read as 3 (wrong here), not a crash.
     other = score_response('\u0627\u0644\u062c\u0648\u0627\u0628 \u0663', '-9', INTEGER_Q)
     assert other['normalized'] == 0 and other['parsed'] == '3'
@@ -118,8 +116,9 @@ def test_grab_binary_and_other_script_outputs_do_not_crash():
 
 def test_grab_answer_that_is_nan_is_refused():
     from vlmeval_ext.grab.score import answer_text
-    with pytest.raises(TypeError, match='GRAB answer must be text or a number'):
-        answer_text(float('nan'), INTEGER_Q)
+    for cell in (float('nan'), 3.0, ''):
+        with pytest.raises(TypeError, match='GRAB answer must be non-empty text'):
+            answer_text(cell, INTEGER_Q)
 
 
 def test_grab_garbage_judge_reply_is_asked_again_then_counted_failed(tmp_path):
@@ -150,14 +149,16 @@ def test_remi_non_dict_json_is_a_counted_wrong_answer(output):
     if result['status'] == 'ok':                     # a list holding a dict with "answer": that dict is read
         assert output.startswith('[{') and result['parsed'] == '3'
     else:
-        assert result['correct'] is False and result['status'] in (score.NOT_OBJECT, score.NO_JSON)
+        assert result['lenient'] is False and result['status'] in (score.NOT_OBJECT, score.NO_JSON)
+        assert result['official'] is False and result['official_pred'] == score.BAD_JSON
 
 
 @pytest.mark.parametrize('output', [None, float('nan'), '', '   '])
-def test_remi_missing_or_empty_output_is_an_inference_failure(output):
+def test_remi_empty_output_is_a_wrong_answer(output):
     from vlmeval_ext.remi import score
     result = score.score_item(REMI_TASK, output, '3')
-    assert result['correct'] is None and result['status'] == score.INFERENCE_FAILURE
+    assert result['kind'] == 'empty' and result['official'] is False and result['lenient'] is False
+    assert result['official_pred'] == score.BAD_JSON
 
 
 def test_remi_one_megabyte_and_binary_outputs():
@@ -165,21 +166,22 @@ def test_remi_one_megabyte_and_binary_outputs():
     huge = '{' * 200_000 + 'x' * 800_000
     start = time.perf_counter()
     result = score.score_item(REMI_TASK, huge, '3')
-    assert time.perf_counter() - start < 5 and result['correct'] is False
+    assert time.perf_counter() - start < 5 and result['lenient'] is False and result['official'] is False
     # The answer of a long (1 MB) reasoning output is still found at its end.
     long_reasoning = 'Let me think step by step {about it}. ' * 26000 + '{"explanation": "done", "answer": "3"}'
     start = time.perf_counter()
-    assert score.score_item(REMI_TASK, long_reasoning, '3')['correct'] is True
+    result = score.score_item(REMI_TASK, long_reasoning, '3')
     assert time.perf_counter() - start < 5
+    # lenient finds it; official reads from the first '{' (in the reasoning) to the last '}': not JSON
+    assert result['lenient'] is True and result['official'] is False
     binary = '\x00\x01{"answer": "3"}\xff'
-    assert score.score_item(REMI_TASK, binary, '3')['correct'] is True
+    assert score.score_item(REMI_TASK, binary, '3')['official'] is True
 
 
 def test_remi_fail_marker_is_not_scored():
     from vlmeval_ext.remi import score
-    result = score.score_item(REMI_TASK, 'Failed to obtain answer via API.', '3',
-                              fail_markers=('Failed to obtain answer via API.',))
-    assert result['correct'] is None and result['status'] == score.INFERENCE_FAILURE
+    result = score.score_item(REMI_TASK, 'Failed to obtain answer via API.', '3')
+    assert result['official'] is None and result['lenient'] is None and result['status'] == score.INFERENCE_FAILURE
 
 
 # ---------------------------------------------------------------------------------------------- R-Bench-Full
@@ -218,12 +220,15 @@ def test_rbench_duplicate_pair_row_is_refused():
         pair_predictions(rows, 'preds.xlsx')
 
 
-def test_rbench_missing_prediction_is_not_scored():
+def test_rbench_failed_prediction_is_not_scored_empty_one_is_judged():
     from vlmeval_ext.rbench.evaluation import pair_predictions
     rows = _rbench_rows()
-    rows[1]['prediction'] = float('nan')
+    rows[1]['prediction'] = 'Failed to obtain answer via API.'
     item = pair_predictions(rows, 'preds.xlsx').items[0]
     assert item.pred_ref == 'A' and item.pred_dis is None
+    rows[1]['prediction'] = float('nan')                  # an empty cell: the model's empty answer
+    pairing = pair_predictions(rows, 'preds.xlsx')
+    assert pairing.items[0].pred_dis == '' and (pairing.empty, pairing.infer_failed) == (1, 0)
 
 
 @pytest.mark.parametrize('reply', ['', 'I cannot judge this.', '#$%&*@!?~^', 'Score: 7', None])

@@ -119,7 +119,10 @@ def test_three_scorings_match_the_replies_given(demo_run):
     n = len(demo)
     kinds = item_kinds(demo)
     scores = json.loads(demo_run['score_file'].read_text())
-    assert set(scores) == {'official', 'normalized', 'llm_extracted'}
+    assert set(scores) == {'official', 'normalized', 'llm_extracted', 'counts', 'judge', 'notes'}
+    assert scores['counts'] == {'items': n, 'scored': n, 'empty': 0, 'inference_failures': 0, 'judge_failures': 0}
+    assert scores['judge'] == {'name': 'loopback-judge', 'mode': 'official', 'endpoint_host': '127.0.0.1',
+                               'scoring': 'llm_extracted'}
     # official: only exact replies; normalized: exact + prose; llm_extracted: the judge strips the prose too.
     assert scores['official']['Overall'] == pytest.approx(100 * kinds.count('exact') / n, abs=1e-3)
     expected_normalized = 100 * (kinds.count('exact') + kinds.count('prose')) / n
@@ -172,23 +175,33 @@ def test_missing_columns_are_a_clear_error(grab_cls, tmp_path):
         grab_cls.for_evaluation('GRAB_DEMO').evaluate(str(path))
 
 
-def test_failed_inference_and_numeric_answers(grab_cls, tmp_path):
+def test_failed_inference_and_empty_answers(grab_cls, tmp_path):
     demo = _demo()
     answers = demo['answer'].head(6).tolist()
     preds = [answers[0], 'Failed to obtain answer via API.', None, f' {answers[3]}', '', answers[5]]
     path, frame = _predictions(tmp_path, preds)
-    # The answers come back from a spreadsheet as numbers where they look numeric ("-1.0" -> -1.0).
-    numeric = [float(a) if a[0] not in '[y' else a for a in answers]
-    frame['answer'] = numeric
-    frame.to_excel(path, index=False)
     grab_cls.for_evaluation('GRAB_DEMO').evaluate(str(path))
     scores = json.loads((tmp_path / 'M_GRAB_DEMO_score.json').read_text())
     official = scores['official']
     assert 'llm_extracted' not in scores                           # no judge given
     # Only the kit's failure text is an inference failure; an empty cell (None or '') is an empty, wrong answer.
-    assert official['counts'] == {'items': 6, 'scored': 5, 'not_scored': 1, 'inference_failures': 1,
-                                  'empty_responses': 2}
+    assert official['counts'] == {'items': 6, 'scored': 5, 'not_scored': 1, 'inference_failures': 1}
+    assert scores['counts'] == {'items': 6, 'scored': 5, 'empty': 2, 'inference_failures': 1, 'judge_failures': 0}
+    assert scores['judge'] is None and 'llm_extracted: not run' in scores['notes'][0]
     # Correct: items 0 and 5 (exact) and 3 (leading space).
     assert official['Overall'] == pytest.approx(100 * 3 / 5)
-    items = pd.read_csv(tmp_path / 'M_GRAB_DEMO_items.tsv', sep='\t', dtype={'answer': str})
-    assert items['answer'].tolist() == answers                     # exact text restored from the question
+    items = pd.read_csv(tmp_path / 'M_GRAB_DEMO_items.tsv', sep='\t', dtype=str, keep_default_na=False)
+    assert items['answer'].tolist() == answers
+    assert items['prediction_kind'].tolist() == ['answer', 'failed', 'empty', 'answer', 'empty', 'answer']
+
+
+def test_an_answer_stored_as_a_number_is_a_clear_error(grab_cls, tmp_path):
+    # A spreadsheet cell holding the number -1.0 reads back as "-1": the exact answer text is lost, so the row is
+    # refused (the official rule compares strings) instead of being re-formatted by guesswork.
+    demo = _demo()
+    row = next(i for i, a in enumerate(demo['answer']) if a.endswith('.0'))
+    path, frame = _predictions(tmp_path, ['1'] * (row + 1))
+    frame['answer'] = [float(a) if i == row else a for i, a in enumerate(frame['answer'])]
+    frame.to_excel(path, index=False)
+    with pytest.raises(ValueError, match=rf"M_GRAB_DEMO\.xlsx: row {row + 2}, column 'answer': .*decimal"):
+        grab_cls.for_evaluation('GRAB_DEMO').evaluate(str(path))

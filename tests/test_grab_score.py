@@ -106,11 +106,12 @@ def test_official_rejects_non_strings():
         official_correct('3', 3)
 
 
-def test_missing_response_detection():
-    assert score.is_missing_response(None)
-    assert score.is_missing_response(float('nan'))
-    assert not score.is_missing_response('')
-    assert not score.is_missing_response('nan')
+def test_empty_and_word_responses_are_answers_scored_wrong():
+    # An empty answer is an answer (the README rule: ''[:n] != answer); 'nan' / 'None' are words, not missing.
+    for response in ('', '   ', 'nan', 'None'):
+        assert score.score_response(response, '3', 'Give your answer as an integer.')['official'] == 0
+    with pytest.raises(TypeError):
+        score.score_response(None, '3', 'Give your answer as an integer.')
 
 
 # --------------------------------------------------------------------------------------------- normalized

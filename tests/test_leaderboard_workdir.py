@@ -16,15 +16,17 @@ def _run(work, model, dataset, score, judge=None):
         (d / f'{model}_{dataset}_manifest.json').write_text(json.dumps({'judge': {'model': judge}}))
 
 
-def _grab(overall, tasks):
-    return {'official': {'Overall': overall, 'task': dict(zip(('properties', 'function', 'series', 'transform'), tasks))}}
+def _grab(overall, tasks, items=2170):
+    tasks = dict(zip(('properties', 'function', 'series', 'transform'), tasks))
+    return {'official': {'Overall': overall, 'task': tasks},
+            'counts': {'items': items, 'scored': items}}
 
 
 @pytest.fixture
 def grab_work(tmp_path):
     work = tmp_path / 'outputs'
     _run(work, 'GPT4o', 'GRAB', _grab(19.0, [30.0, 15.0, 12.0, 8.0]), judge='gpt-4o-mini')
-    _run(work, 'MyVLM', 'GRAB', _grab(5.0, [6.0, 5.0, 4.0, 3.0]))
+    _run(work, 'MyVLM', 'GRAB', _grab(5.0, [6.0, 5.0, 4.0, 3.0], items=20))      # a --limit run
     _run(work, 'MyVLM', 'GRAB_DEMO', _grab(50.0, [50.0, 50.0, 50.0, 50.0]))     # another dataset: ignored
     (work / 'logs').mkdir()                                                      # kit's log dir: no scores
     return work
@@ -44,7 +46,11 @@ def test_grab_leaderboard_two_models_plus_paper(grab_work):
     assert frame.model.tolist()[:3] == ['Claude 3.5 Sonnet', 'GPT4o', 'Gemini 1.5 Pro']
     assert frame['rank'].tolist() == list(range(1, 17))
     md = out['markdown'].read_text()
-    assert '| 2 | GPT4o (paper: GPT-4o) | ours | gpt-4o-mini | 30.0 | 15.0 | 12.0 | 8.0 | 19.0 |' in md
+    assert ('| 2 | GPT4o (paper: GPT-4o) | ours | gpt-4o-mini | 2170/2170 | 30.0 | 15.0 | 12.0 | 8.0 | 19.0 | yes |'
+            in md)
+    assert ("| MyVLM | ours | - | 20/2170 | 6.0 | 5.0 | 4.0 | 3.0 | 5.0 | not comparable: a subset: 20 of the "
+            "paper's 2170 items (e.g. --limit) |") in md
+    assert ours.loc['MyVLM', 'comparable'] == False and ours.loc['GPT4o', 'comparable'] == True  # noqa: E712
     assert '| Gemini 1.5 Pro * | paper |' in md                                 # quoted, not verified by us
     assert 'Left out (could not be verified)' in md and 'grab-benchmark.github.io' in md
     assert out['plot'].read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and out['plot'].stat().st_size > 5000
@@ -55,8 +61,10 @@ def test_rbench_leaderboard_keeps_absolute_and_relative_layouts(tmp_path):
     cells = ['MCQ-low', 'MCQ-mid', 'MCQ-high', 'VQA-low', 'VQA-mid', 'VQA-high', 'CAP-low', 'CAP-mid', 'CAP-high']
     for model, base in (('GPT4o', 0.7), ('InternVL2-8B', 0.5)):
         _run(work, model, 'R-Bench-Full', {'absolute': {**{c: base for c in cells}, 'Overall': base},
-                                           'relative': {**{c: base - 0.2 for c in cells}, 'Overall': base - 0.2}},
-             judge='gpt-3.5-turbo' if model == 'GPT4o' else 'qwen-72b')
+                                           'relative': {**{c: base - 0.2 for c in cells}, 'Overall': base - 0.2},
+                                           'counts': {'items': 1485, 'scored': 1485},
+                                           'judge': {'name': 'gpt-3.5-turbo' if model == 'GPT4o' else 'qwen-72b',
+                                                     'mode': 'official'}})
     out = write_leaderboard('R-Bench-Full', work, tmp_path / 'lb' / 'rbench', plot=False)
     frame = pd.read_csv(out['csv'])
     assert {'absolute', 'relative', 'absolute_by_dimension', 'relative_by_dimension'} == set(frame.layout)
@@ -65,7 +73,9 @@ def test_rbench_leaderboard_keeps_absolute_and_relative_layouts(tmp_path):
     assert absolute[absolute.model == 'InternVL2-8B']['paper_row'].item() == 'InternVL2'
     md = out['markdown'].read_text()
     assert 'used different judges (gpt-3.5-turbo, qwen-72b)' in md
-    assert '| 1 | GPT4o (paper: GPT4o) | ours | gpt-3.5-turbo | 0.7000 |' in md
+    assert '| 1 | GPT4o (paper: GPT4o) | ours | gpt-3.5-turbo | 1485/1485 | 0.7000 |' in md
+    assert "| GPT4o | paper | GPT-3.5-turbo | 1485 | 0.8176 |" in md
+    assert "not comparable: judged by qwen-72b, not the paper's GPT-3.5-turbo |" in md
     assert out['plot'] is None and not (tmp_path / 'lb' / 'rbench.png').exists()
 
 
@@ -77,7 +87,7 @@ def test_demo_split_gets_layout_without_paper_rows_and_unknown_dataset_gets_gene
     _run(grab_work, 'MyVLM', 'NewBench', {'accuracy': {'Overall': 40.0, 'task': {'a': 30.0}}, 'counts': {'items': 9}})
     out = write_leaderboard('NewBench', grab_work, tmp_path / 'new')
     frame = pd.read_csv(out['csv'])
-    assert list(frame.columns[6:8]) == ['accuracy.Overall', 'accuracy.task.a'] and 'counts.items' not in frame
+    assert list(frame.columns[8:10]) == ['accuracy.Overall', 'accuracy.task.a'] and 'counts.items' not in frame
     assert 'No published results on file' in out['markdown'].read_text()
 
 

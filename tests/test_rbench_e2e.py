@@ -329,10 +329,14 @@ def test_eval_cli_offline_on_predictions_with_failures(runs, tmp_path):
     score = json.loads((tmp_path / f'M_{DATA}_score.json').read_text())
     judge = score['judge']
     assert 'approximation' in judge['label'] and judge['mode'] == 'offline' and judge['calls'] == 0
-    assert judge['failures']['inference_failed_rows'] == 2
+    assert judge['failures']['inference_failed_rows'] == 1
     assert judge['failures']['missing_partner_items'] == 1
-    # pair 0: dis and com; pair 8: ref and com; pair 16: dis and com
-    assert judge['failures']['excluded_scores'] == {'score_ref': 1, 'score_dis': 2, 'score_com': 3}
+    # pair 0 (the kit's failure text): dis and com; pair 16 (no dis row): dis and com. Pair 8's empty reference
+    # output is an answer: judged, counted as empty, nothing excluded.
+    assert judge['failures']['excluded_scores'] == {'score_ref': 0, 'score_dis': 2, 'score_com': 2}
+    assert score['counts'] == {'items': 24, 'rows': 47, 'scored': 22, 'empty': 1, 'inference_failures': 1,
+                               'missing_partner': 1, 'judge_failures': 0}
+    assert judge['name'] == 'offline' and judge['endpoint_host'] is None
     robustness = pd.read_csv(tmp_path / f'M_{DATA}_robustness.csv')
     assert list(robustness.columns) == ['dimension', 'absolute', 'relative', 'judge']
     assert robustness['judge'].str.contains('approximation').all()

@@ -5,7 +5,7 @@ import io
 import pandas as pd
 import pytest
 
-from vlmeval_ext.core.io import DataError, file_md5
+from vlmeval_ext.core.io import DataError, file_md5, read_table
 from vlmeval_ext.rbench.evaluation import judge_tasks, pair_predictions, scorable_kinds, score_rows
 from vlmeval_ext.rbench.make_demo import DEMO_TSV, WIDTH0
 from vlmeval_ext.rbench.prompt import NAIVE_ANSWERS, model_prompt, naive_answer
@@ -13,25 +13,26 @@ from vlmeval_ext.rbench.report import taxonomy
 
 
 def _rows():
-    demo = pd.read_csv(DEMO_TSV, sep='\t', keep_default_na=False, dtype={'answer': str}).drop(columns=['image'])
+    demo = read_table(DEMO_TSV).drop(columns=['image'])       # every cell text, as predictions files are read
     demo['prediction'] = ['B' if t == 'MCQ' else 'an output' for t in demo['type']]
     return demo.to_dict('records')
 
 
 def test_pairs_and_counts_failures():
     rows = _rows()
-    rows[1]['prediction'] = 'Failed to obtain answer via API.'     # pair 0 dis
-    rows[16]['prediction'] = float('nan')                           # pair 8 ref (empty cell read back)
+    rows[1]['prediction'] = 'Failed to obtain answer via API.'     # pair 0 dis: the kit's failure text
+    rows[16]['prediction'] = ''                                     # pair 8 ref: an empty answer, judged
     del rows[33]                                                    # pair 16 dis row missing
     pairing = pair_predictions(rows, 'p.xlsx')
-    assert len(pairing.items) == 24
-    assert (pairing.infer_failed, pairing.missing_partner) == (2, 1)
+    assert len(pairing.items) == 24 and pairing.rows == 47
+    assert (pairing.infer_failed, pairing.empty, pairing.missing_partner) == (1, 1, 1)
     by_id = {it.pair_id: it for it in pairing.items}
     assert by_id[0].pred_dis is None and by_id[0].pred_ref == 'B'
-    assert scorable_kinds(by_id[0]) == ['ref'] and scorable_kinds(by_id[8]) == ['dis']
+    assert by_id[8].pred_ref == '' and scorable_kinds(by_id[8]) == ['dis', 'ref', 'com']
+    assert scorable_kinds(by_id[0]) == ['ref']
     assert scorable_kinds(by_id[16]) == ['ref'] and scorable_kinds(by_id[1]) == ['dis', 'ref', 'com']
     tasks, aliases = judge_tasks(pairing.items, 'R-Bench-Full_DEMO', 'official')
-    assert len(tasks) == 21 * 3 + 3 and not aliases
+    assert len(tasks) == 22 * 3 + 2 and not aliases
     table = score_rows(pairing.items, lambda item, kind: 0.5)
     assert table[0]['score_dis'] is None and table[0]['score_com'] is None and table[0]['score_ref'] == 0.5
 
@@ -51,12 +52,17 @@ def test_bad_rows_name_file_row_and_column():
         pair_predictions(rows, 'p.xlsx')
 
 
-def test_numbers_read_back_from_a_spreadsheet_stay_text():
+def test_cells_are_scored_as_the_text_written(tmp_path):
     rows = _rows()[:2]
-    rows[0].update(type='VQA', choice='N', answer=3.0, question=float('nan'))
-    rows[1].update(type='VQA', choice='N', answer=3.0, question=float('nan'), prediction=3)
-    (item,) = pair_predictions(rows).items
-    assert item.answer == '3' and item.question == '' and item.pred_dis == '3'
+    rows[0].update(type='VQA', choice='N', answer='3.0', question='', prediction='07')
+    rows[1].update(type='VQA', choice='N', answer='3.0', question='', prediction='+3')
+    path = tmp_path / 'p.xlsx'
+    pd.DataFrame(rows).to_excel(path, index=False)
+    (item,) = pair_predictions(read_table(path).to_dict('records'), path).items
+    assert (item.answer, item.question, item.pred_ref, item.pred_dis) == ('3.0', '', '07', '+3')
+    rows[1]['strength'] = 'high'
+    with pytest.raises(DataError, match=r"row 3, column 'strength': 'high' is not an integer"):
+        pair_predictions(rows, 'p.xlsx')
 
 
 def test_naive_baseline_answers_per_task():

@@ -1,4 +1,5 @@
-"""ReMI scoring: JSON extraction, per-task rules for all 13 tasks, baselines, ERP, summary and report."""
+"""ReMI scoring: the lenient reading (JSON extraction, per-task rules for all 13 tasks), baselines, ERP, summary and
+report. The official scoring (the authors' snippet) is tested case by case in test_scoring_remi_official.py."""
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ def out(answer, explanation='because'):
 
 
 def correct(task, prediction, label):
-    return score.score_item(task, prediction, label, SPEC)['correct']
+    return score.score_item(task, prediction, label, SPEC)['lenient']
 
 
 # ---------------------------------------------------------------- extraction
@@ -52,17 +53,20 @@ def test_extract_answer_variants(text, expected):
 def test_malformed_outputs_are_wrong_not_crashes(text, status):
     assert score.extract_answer(text) == (None, status)
     result = score.score_item('Maps', text, 'north', SPEC)
-    assert result['correct'] is False and result['status'] == status
+    assert result['lenient'] is False and result['official'] is False and result['status'] == status
 
 
 def test_non_string_outputs_never_crash():
     assert score.extract_answer(12345) == (None, score.NOT_OBJECT)
-    assert score.score_item('IQ', None, 'c', SPEC)['correct'] is None          # inference failure: excluded
-    assert score.score_item('IQ', float('nan'), 'c', SPEC)['status'] == score.INFERENCE_FAILURE
-    assert score.score_item('IQ', '', 'c', SPEC)['status'] == score.INFERENCE_FAILURE  # empty cell: no reply
-    failed = score.score_item('IQ', 'Failed to obtain answer via API.', 'c', SPEC,
-                              fail_markers=['Failed to obtain answer via API'])
-    assert failed == {'correct': None, 'status': score.INFERENCE_FAILURE, 'parsed': None}
+    # An empty cell is an empty answer: scored wrong by both rules, never excluded.
+    for empty in (None, float('nan'), '', '   '):
+        result = score.score_item('IQ', empty, 'c', SPEC)
+        assert (result['kind'], result['official'], result['lenient']) == ('empty', False, False)
+    failed = score.score_item('IQ', 'Failed to obtain answer via API.', 'c', SPEC)   # the kit's failure text
+    assert failed == {'kind': 'failed', 'official': None, 'lenient': None, 'official_pred': None,
+                      'status': score.INFERENCE_FAILURE, 'parsed': None}
+    quoted = score.score_item('IQ', 'Failed to obtain answer via API. {"answer": "c"}', 'c', SPEC)
+    assert quoted['kind'] == 'answer' and quoted['official'] is True               # merely quoting it: an answer
 
 
 def test_boolean_answer_is_not_one():
@@ -143,30 +147,36 @@ def test_erp():
 def _rows():
     rows = []
     # Collisions: 3 of 4 right (baseline 0.5 -> ERP 50); Maps: 1 of 2, one unparsable; IQ: one inference failure
+    # (excluded) and one empty answer (wrong, counted)
     for pred, label in [('1', '1'), ('0', '0'), ('1', '1'), ('1', '0')]:
         rows.append(dict(task='Collisions', answer=label, **score.score_item('Collisions', out(pred), label, SPEC)))
     rows.append(dict(task='Maps', answer='north', **score.score_item('Maps', out('north'), 'north', SPEC)))
     rows.append(dict(task='Maps', answer='south', **score.score_item('Maps', 'no idea', 'south', SPEC)))
     rows.append(dict(task='IQ', answer='a', **score.score_item('IQ', out('a'), 'a', SPEC)))
-    rows.append(dict(task='IQ', answer='b', **score.score_item('IQ', None, 'b', SPEC)))
+    rows.append(dict(task='IQ', answer='b', **score.score_item('IQ', 'Failed to obtain answer via API.', 'b', SPEC)))
+    rows.append(dict(task='IQ', answer='c', **score.score_item('IQ', '', 'c', SPEC)))
     return rows
 
 
 def test_summary_numbers():
     summary = score.summarise(_rows(), 'interleaved', SPEC)
     acc = summary['accuracy']
+    assert summary['scoring'] == 'official'
     assert list(acc['task']) == ['Collisions', 'Maps', 'IQ']                    # spec task order
-    assert acc['task'] == {'Collisions': 75.0, 'Maps': 50.0, 'IQ': 100.0}
-    assert acc['Overall'] == pytest.approx(75.0)
-    assert acc['micro'] == pytest.approx(100 * 5 / 7, abs=1e-3)
+    assert acc['task'] == {'Collisions': 75.0, 'Maps': 50.0, 'IQ': 50.0}
+    assert acc['Overall'] == pytest.approx(175 / 3, abs=1e-4)
+    assert acc['micro'] == pytest.approx(100 * 5 / 8, abs=1e-3)
+    assert summary['lenient']['accuracy']['task'] == acc['task']               # these outputs read the same
+    assert summary['official_vs_lenient'] == {'differ': 0, 'lenient_only': 0, 'official_only': 0}
     assert summary['naive_baseline']['task']['Collisions'] == 50.0
     assert summary['naive_baseline']['task']['Maps'] == 50.0                   # majority tie -> 1 of 2
-    assert summary['naive_baseline']['task']['IQ'] == 50.0                     # one label seen -> c = 2
-    assert summary['erp']['task'] == {'Collisions': 50.0, 'Maps': 0.0, 'IQ': 100.0}
-    assert summary['erp']['Overall'] == pytest.approx(50.0)
-    assert summary['counts']['inference_failures'] == 1
-    assert summary['counts']['parse_failures'] == {score.NO_JSON: 1}
-    assert summary['counts']['task']['IQ'] == {'items': 2, 'scored': 1}
+    assert summary['naive_baseline']['task']['IQ'] == 50.0                     # two labels seen -> c = 2
+    assert summary['erp']['task'] == {'Collisions': 50.0, 'Maps': 0.0, 'IQ': 0.0}
+    assert summary['erp']['Overall'] == pytest.approx(50 / 3, abs=1e-4)
+    assert summary['counts']['inference_failures'] == 1 and summary['counts']['empty'] == 1
+    assert summary['counts']['official_bad_json'] == 2                          # 'no idea' and the empty answer
+    assert summary['counts']['parse_failures'] == {score.NO_JSON: 2}
+    assert summary['counts']['task']['IQ'] == {'items': 3, 'scored': 2}
     assert summary['input_mode'] == 'interleaved'
 
 
@@ -177,6 +187,8 @@ def test_report_files(tmp_path):
     assert set(saved) >= {'accuracy', 'naive_baseline', 'erp', 'input_mode'}
     assert saved['input_mode'] == 'composite'
     table = paths['markdown'].read_text()
-    assert '| Collisions | 4 | 75.0 | 50.0 | 50.0 |' in table and '| Overall |' in table
-    assert paths['csv'].read_text().splitlines()[0] == 'Task,Items,Accuracy,Naive baseline,ERP'
+    assert '| Collisions | 4 | 75.0 | 50.0 | 50.0 | 75.0 |' in table and '| Overall |' in table
+    assert 'empty answers (scored wrong): 1' in table and 'excluded): 1' in table
+    assert paths['csv'].read_text().splitlines()[0] == \
+        'Task,Items,Accuracy (official),Naive baseline,ERP,Accuracy (lenient)'
     assert paths['plot'].stat().st_size > 5000

@@ -146,7 +146,7 @@ def test_retrieval_through_run_py_equals_protocol_on_in_process_embeddings(tiny,
     the scores equal protocol.py on embeddings computed here, one item at a time as the kit feeds them."""
     from test_rococo_data import write_sources
 
-    from vlmeval_ext.core.io import read_table
+    from vlmeval_ext.core.io import load_predictions, read_table
     from vlmeval_ext.rococo import data as D
     from vlmeval_ext.rococo.__main__ import main as rococo_main
     from vlmeval_ext.testing.kit_run import kit_environment, run_kit, write_config
@@ -175,7 +175,7 @@ def test_retrieval_through_run_py_equals_protocol_on_in_process_embeddings(tiny,
     ann = P.load_annotation(ann_dir / 'same_concept.json')
     img, txt = one_by_one([coco / p for p in ann.images], ann.texts)
     pred_file = next((tmp_path / 'out').rglob('TinyCLIP_RoCOCO-I2T-same_concept.tsv'))
-    preds = read_table(pred_file)
+    preds = load_predictions(pred_file)                 # the kit's index as int: protocol order
     got = np.stack([D.decode_vector(c, 'x') for c in preds.sort_values('index')['prediction']])
     assert np.allclose(got, np.concatenate([img, txt]), atol=1e-5)
     scores = json.loads(pred_file.with_name(pred_file.stem + '_score.json').read_text())

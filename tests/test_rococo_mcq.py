@@ -98,6 +98,6 @@ def test_mcq_demo_through_run_py_with_loopback_model(tmp_path, loopback, kit_env
     assert scores['twin_rate'] == pytest.approx(100.0 * twin / n)
     assert scores['unparsed'] == unparsed == 4 and scores['parsed_by']['kit_can_infer'] == 4
     acc = read_table(str(score_file).replace('_score.json', '_acc.csv'))
-    assert acc['accuracy'].iloc[0] == pytest.approx(round(100.0 * correct / n, 2))
+    assert float(acc['accuracy'].iloc[0]) == pytest.approx(round(100.0 * correct / n, 2))
     manifest = json.loads(next((tmp_path / 'out').rglob(f'*_{DEMO_NAME}_manifest.json')).read_text())
     assert manifest['judge']['mode'] == 'rule'

@@ -99,7 +99,7 @@ class ExtImageDataset(ImageBaseDataset):
         self.skip_noimg = skip_noimg
         self.meta_only = 'image' not in data
         if 'image' in data:
-            missing = data['image'].isna()
+            missing = data['image'].isna() | (data['image'].astype(str).str.strip() == '')   # cells are text
             if missing.any():
                 rows = [int(i) + 2 for i in data.index[missing][:5]]
                 raise DataError(f'{self.data_path}: column \'image\' is empty at line(s) {rows}')

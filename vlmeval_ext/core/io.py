@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 
@@ -40,29 +41,54 @@ def file_md5(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 
 def read_table(path: str | os.PathLike, encoding: str | None = None) -> pd.DataFrame:
-    """Read .tsv / .csv / .xlsx as strings-as-found (no NaN guessing for text like 'None' or 'NA')."""
+    """Read .tsv / .csv / .xlsx with every cell as the text it holds: no type guessing, no NaN.
+
+    A prediction "07" stays "07" (not 7.0), an answer "0.30" stays "0.30", an empty cell is '' and 'None' / 'NA'
+    stay words. Columns that are numbers by meaning (index, pair_id, complexity, ...) are converted by the code
+    that needs them, with `int_cell`, whose errors name the file, row and column.
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError(f'{path}: file not found')
     if path.stat().st_size == 0:
         raise DataError(f'{path}: the file is empty (0 bytes)')
     suffix = path.suffix.lower()
+    as_text = {'dtype': str, 'keep_default_na': False, 'na_filter': False}
     try:
         if suffix == '.tsv':
-            return pd.read_csv(path, sep='\t', keep_default_na=False, na_values=[''], encoding=encoding)
+            return pd.read_csv(path, sep='\t', encoding=encoding, **as_text)
         if suffix == '.csv':
             try:
-                return pd.read_csv(path, keep_default_na=False, na_values=[''], encoding=encoding or 'utf-8')
+                return pd.read_csv(path, encoding=encoding or 'utf-8', **as_text)
             except UnicodeDecodeError as err:
                 raise DataError(f'{path}: not UTF-8 ({err}); if it is latin-1, convert it or pass '
                                 "encoding='latin-1'") from err
         if suffix in ('.xlsx', '.xls'):
-            return pd.read_excel(path, keep_default_na=False, na_values=[''])
+            # The kit writes its predictions with xlsxwriter, which stores Python strings as string cells: read
+            # back as text they are the model's exact output. (A cell stored as a number reads as its digits.)
+            return pd.read_excel(path, **as_text)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as err:
         if isinstance(err, DataError):
             raise
         raise DataError(f'{path}: cannot be parsed as {suffix[1:]}: {err}') from err
     raise DataError(f'{path}: unsupported file type {suffix!r} (use .tsv, .csv or .xlsx)')
+
+
+def int_cell(value, path, row: int, column: str, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer from a cell ('3', '3.0', 3); anything else is a DataError naming file, row and column.
+
+    `row` is the spreadsheet line (the header is line 1).
+    """
+    text = value.strip() if isinstance(value, str) else value
+    try:
+        number = float(text)
+    except (TypeError, ValueError):
+        raise DataError(f'{path}: row {row}, column {column!r}: {value!r} is not an integer') from None
+    bounds = f' in {lo}-{hi}' if lo is not None and hi is not None else ''
+    if math.isnan(number) or not number.is_integer() or (lo is not None and number < lo) \
+            or (hi is not None and number > hi):
+        raise DataError(f'{path}: row {row}, column {column!r}: {value!r} is not an integer{bounds}')
+    return int(number)
 
 
 def require_columns(df: pd.DataFrame, columns, path) -> None:
@@ -78,12 +104,21 @@ def check_unique_index(df: pd.DataFrame, path, column: str = 'index') -> None:
 
 
 def load_predictions(path, required=('index', 'prediction')) -> pd.DataFrame:
-    """A predictions file (the dataset's columns without image, plus prediction), validated."""
+    """A predictions file (the dataset's columns without image, plus prediction), validated, every cell text.
+
+    `index` becomes int when every value is an integer (the kit's indices), as the dataset TSV's does.
+    """
     df = read_table(path)
     require_columns(df, required, path)
     if 'index' in df.columns:
         check_unique_index(df, path)
+        if len(df) and all(_is_int_text(x) for x in df['index']):
+            df['index'] = [int(x) for x in df['index']]
     return df
+
+
+def _is_int_text(text: str) -> bool:
+    return text.strip().lstrip('+-').isdigit()
 
 
 def parse_list_cell(value, path, row, column) -> list:

@@ -2,7 +2,10 @@
 plus the published rows, in the paper's layout (PREFIX.csv, PREFIX.md, PREFIX.png).
 
 The kit writes DIR/<model>/<model>_<dataset>.<xlsx|tsv|csv>; our evaluate writes `<stem>_score.json` (and
-`<stem>_manifest.json`) beside it. Pure apart from file I/O and matplotlib; no kit import.
+`<stem>_manifest.json`) beside it. Each of our rows names the items it scored against the paper's item count and
+the judge it used (and input mode where the paper fixes one); a run that cannot be compared with the paper's rows
+(a subset, another judge, another input mode) says "not comparable: <why>". Pure apart from file I/O and
+matplotlib; no kit import.
 """
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from vlmeval_ext.core.published import Published, format_value, our_row, published_for_dataset, read_score_json
+from vlmeval_ext.core.published import (Published, compare_run, format_value, our_row, published_for_dataset,
+                                        read_score_json, text_at)
 
 MAX_GENERIC_COLUMNS = 20
 
@@ -26,8 +30,10 @@ class Run:
 
     @property
     def judge(self) -> str:
+        """The judge named in the score file (else in the manifest); '' when the run used none."""
+        named = text_at(self.score, ('judge', 'name')) or text_at(self.score, ('judge', 'model'))
         judge = (self.manifest or {}).get('judge') or {}
-        return str(judge.get('model') or '')
+        return str(named or judge.get('model') or '')
 
 
 def collect_runs(work_dir: str | Path, dataset_name: str) -> list[Run]:
@@ -101,14 +107,22 @@ def build_layouts(dataset_name: str, runs: Sequence[Run], pub: Published | None)
                 values.update(our_row(t, run.score, dataset_name))
             if all(v is None for v in values.values()):
                 continue          # this run has nothing in this layout (e.g. no per-dimension scores)
+            cmp = compare_run(pub, run.score, dataset_name, pub.model_map.get(run.model))
             rows.append({'kind': 'ours', 'model': run.model, 'paper_row': mapped, 'judge': run.judge,
+                         'items': cmp.items_scored, 'paper_items': cmp.paper_items,
+                         'comparable': cmp.comparable if with_paper else None,
+                         'not_comparable_why': (cmp.why or None) if with_paper else None,
                          'source': run.score_path.name, 'verified_by_us': None, **values})
         if with_paper:
+            judge_req, items_req = pub.comparison.get('judge'), pub.comparison.get('items')
+            paper_judge = judge_req.paper if judge_req else ''
+            paper_items = items_req.paper.get(dataset_name) if items_req else None
             paper_rows: dict[str, dict] = {}
             for t in tables:
                 for r in t.rows:
                     entry = paper_rows.setdefault(r.model, {'kind': 'paper', 'model': r.model, 'paper_row': r.model,
-                                                            'judge': '', 'sources': [], 'verified_by_us': True})
+                                                            'judge': paper_judge, 'items': paper_items,
+                                                            'sources': [], 'verified_by_us': True})
                     entry.update(r.values)
                     src = pub.source_text(r.source)
                     if src not in entry['sources']:
@@ -141,8 +155,9 @@ def leaderboard_frame(layouts: Sequence[Layout]):
     for layout in layouts:
         for rank, row in enumerate(_sorted_rows(layout), 1):
             records.append({'layout': layout.name, 'rank': rank, **{k: row.get(k) for k in
-                            ('kind', 'model', 'paper_row', 'judge')},
+                            ('kind', 'model', 'paper_row', 'judge', 'items', 'paper_items')},
                             **{c: row.get(c) for c in layout.columns},
+                            'comparable': row.get('comparable'), 'not_comparable_why': row.get('not_comparable_why'),
                             'verified_by_us': row.get('verified_by_us'), 'source': row.get('source')})
     return pd.DataFrame(records)
 
@@ -163,8 +178,10 @@ def leaderboard_markdown(dataset_name: str, layouts: Sequence[Layout], pub: Publ
     for layout in layouts:
         order = f'Sorted by {layout.sort_by}. ' if layout.sort_by else ''
         lines += [f'## {layout.title}', '', f'{order}"ours" rows come from this work dir; "paper" rows from the '
-                  'published sources listed below (* = quoted, not verified by us).', '']
-        head = ['Rank', 'Model', 'Kind', 'Judge'] + layout.columns
+                  'published sources listed below (* = quoted, not verified by us). Items: scored by the run / in '
+                  'the paper. A run that differs from the paper\'s protocol (a subset, another judge or input '
+                  'mode) is marked "not comparable".', '']
+        head = ['Rank', 'Model', 'Kind', 'Judge', 'Items'] + layout.columns + ['Compared with the paper']
         lines.append('| ' + ' | '.join(head) + ' |')
         lines.append('|' + '---|' * len(head))
         sources = []
@@ -176,8 +193,8 @@ def leaderboard_markdown(dataset_name: str, layouts: Sequence[Layout], pub: Publ
                 name += ' *'
             if row['kind'] == 'paper':
                 sources += [s for s in (row.get('source') or '').split('; ') if s and s not in sources]
-            cells = [str(rank), name, row['kind'], row.get('judge') or '-'] + \
-                [format_value(row.get(c), unit) for c in layout.columns]
+            cells = [str(rank), name, row['kind'], row.get('judge') or '-', _items_cell(row)] + \
+                [format_value(row.get(c), unit) for c in layout.columns] + [_comparable_cell(row)]
             lines.append('| ' + ' | '.join(cells) + ' |')
         if sources:
             lines += ['', 'Sources: ' + ' | '.join(sources)]
@@ -187,6 +204,18 @@ def leaderboard_markdown(dataset_name: str, layouts: Sequence[Layout], pub: Publ
         lines += [f'- {u.get("what")}: {u.get("why")}' for u in pub.unverified]
         lines.append('')
     return '\n'.join(lines)
+
+
+def _items_cell(row: Mapping) -> str:
+    if row.get('kind') == 'ours' and row.get('paper_items'):
+        return f'{row.get("items") if row.get("items") is not None else "?"}/{row["paper_items"]}'
+    return '-' if row.get('items') is None else str(row['items'])
+
+
+def _comparable_cell(row: Mapping) -> str:
+    if row.get('kind') != 'ours' or row.get('comparable') is None:
+        return '-'
+    return 'yes' if row['comparable'] else f'not comparable: {row["not_comparable_why"]}'
 
 
 def plot_leaderboard(layouts: Sequence[Layout], path: str | Path, dataset_name: str, unit: str = '') -> None:

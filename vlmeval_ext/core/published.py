@@ -6,6 +6,11 @@ when the paper's number has no counterpart we can compute). `model_map` maps kit
 
     side_by_side_for_run('GRAB', 'GPT4o', 'work/GPT4o/GPT4o_GRAB_score.json')
 writes `<stem>_vs_paper.csv` / `.md` and returns the table (None when the model maps to no published row).
+
+Every comparison says what it compares (`comparison` in the spec): the items scored against the paper's item
+count, the judge used against the paper's judge, the input mode against the paper's. A run on a subset (`--limit`,
+failures left out), with another judge (offline, or another model) or another input mode is marked "not
+comparable: <why>" and gets no tolerance verdicts (no `!` flags).
 """
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ from vlmeval_ext.core.spec import load_spec, spec_dir
 
 PUBLISHED_FOLDER = 'published'
 SIDE_BY_SIDE_COLUMNS = ['table', 'column', 'ours', 'paper', 'diff', 'tolerance', 'flag', 'paper_row',
-                        'verified_by_us', 'source']
+                        'verified_by_us', 'source', 'items_scored', 'paper_items', 'judge', 'paper_judge',
+                        'input_mode', 'paper_input_mode', 'comparable', 'not_comparable_why']
 
 
 class PublishedSpecError(ValueError):
@@ -65,6 +71,18 @@ class Table:
 
 
 @dataclass
+class Requirement:
+    """What a run must match to be compared with the paper (one `comparison` entry of a published spec)."""
+    ours: tuple                   # key path into <stem>_score.json
+    paper: object                 # the paper's value (per dataset for items: {dataset: count})
+    accepted: tuple = ()          # our values that count as the paper's (judge names); default: paper itself
+    ours_scored: tuple | None = None   # items only: key path of the items actually scored
+    mode: tuple | None = None     # judge only: key path of the judge mode (named, not required)
+    paper_mode: str | None = None
+    note: str = ''
+
+
+@dataclass
 class Published:
     benchmark: str
     key: str                      # file stem: published/<key>.yaml
@@ -73,8 +91,9 @@ class Published:
     layout_only_datasets: tuple
     sources: dict
     tables: list
-    model_map: dict               # kit model name -> {'row', 'correspondence', 'note'}
+    model_map: dict               # kit model name -> {'row', 'correspondence', 'note'[, 'comparable', 'why']}
     unverified: list = field(default_factory=list)
+    comparison: dict = field(default_factory=dict)   # 'items' / 'judge' / 'input_mode' -> Requirement
 
     def source_text(self, name: str) -> str:
         """A short citation: the source's label, else its URL, else its key."""
@@ -143,6 +162,7 @@ def parse_published(spec: Mapping, key: str) -> Published:
             raise PublishedSpecError(f'{tw}: duplicate row names')
         tables.append(Table(table_id, str(t.get('title', table_id)), str(t.get('layout', table_id)), t['source'],
                             _number(t.get('tolerance'), f'{tw} tolerance'), columns, rows))
+    comparison = _parse_comparison(spec.get('comparison') or {}, where, tuple(spec['datasets']))
     model_map = {}
     known_rows = {r.model for t in tables for r in t.rows}
     for kit_name, entry in (spec.get('model_map') or {}).items():
@@ -152,10 +172,49 @@ def parse_published(spec: Mapping, key: str) -> Published:
                                      f'(rows: {sorted(known_rows)})')
         entry.setdefault('correspondence', 'assumed')
         entry.setdefault('note', '')
+        entry.setdefault('comparable', True)
+        if entry['comparable'] is not True and not entry.get('why'):
+            raise PublishedSpecError(f'{where} model_map {kit_name}: comparable: false needs a `why`')
         model_map[str(kit_name)] = entry
     return Published(str(spec['benchmark']), key, str(spec['unit']), tuple(spec['datasets']),
                      tuple(spec.get('layout_only_datasets') or ()), sources, tables, model_map,
-                     list(spec.get('unverified') or []))
+                     list(spec.get('unverified') or []), comparison)
+
+
+def _key_path(value, where: str) -> tuple:
+    if not isinstance(value, list) or not value or not all(isinstance(k, str) for k in value):
+        raise PublishedSpecError(f'{where}: expected a key path (a list of keys), got {value!r}')
+    return tuple(value)
+
+
+def _parse_comparison(block: Mapping, where: str, datasets: tuple) -> dict:
+    """The `comparison` block: items (required), judge and input_mode (when the paper's numbers depend on them)."""
+    unknown = set(block) - {'items', 'judge', 'input_mode'}
+    if unknown:
+        raise PublishedSpecError(f'{where} comparison: unknown key(s) {sorted(unknown)}')
+    out = {}
+    if 'items' in block:
+        b = block['items']
+        paper = b.get('paper')
+        if not isinstance(paper, Mapping) or set(paper) != set(datasets) or \
+                not all(isinstance(v, int) and v > 0 for v in paper.values()):
+            raise PublishedSpecError(f'{where} comparison.items.paper: a positive item count for each of {datasets}, '
+                                     f'got {paper!r}')
+        out['items'] = Requirement(_key_path(b.get('ours'), f'{where} comparison.items.ours'), dict(paper),
+                                   ours_scored=_key_path(b.get('ours_scored', b.get('ours')),
+                                                         f'{where} comparison.items.ours_scored'),
+                                   note=str(b.get('note', '')))
+    for name in ('judge', 'input_mode'):
+        if name in block:
+            b = block[name]
+            if not isinstance(b.get('paper'), str):
+                raise PublishedSpecError(f'{where} comparison.{name}.paper: the paper\'s {name} as text')
+            out[name] = Requirement(_key_path(b.get('ours'), f'{where} comparison.{name}.ours'), b['paper'],
+                                    accepted=tuple(str(a) for a in b.get('accepted') or (b['paper'],)),
+                                    mode=_key_path(b['mode'], f'{where} comparison.{name}.mode') if b.get('mode')
+                                    else None,
+                                    paper_mode=b.get('paper_mode'), note=str(b.get('note', '')))
+    return out
 
 
 def load_published(key: str) -> Published:
@@ -208,22 +267,120 @@ def read_score_json(path: str | Path) -> dict:
     return data
 
 
+# ------------------------------------------------------------------------------------------ comparability
+def text_at(score: Mapping, path: Sequence[str]) -> str | None:
+    """The text at a key path of a score dict (None when absent or null)."""
+    node = score
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return None if node is None else str(node)
+
+
+@dataclass
+class Comparison:
+    """What a run measured against what the paper measured, and whether the two can be compared."""
+    items_scored: int | None = None
+    paper_items: int | None = None
+    judge: str | None = None
+    paper_judge: str | None = None
+    input_mode: str | None = None
+    paper_input_mode: str | None = None
+    facts: list = field(default_factory=list)      # one line each: items, judge, input mode
+    reasons: list = field(default_factory=list)    # why not comparable (empty: comparable)
+
+    @property
+    def comparable(self) -> bool:
+        return not self.reasons
+
+    @property
+    def why(self) -> str:
+        return '; '.join(self.reasons)
+
+
+def _count_at(score: Mapping, path: Sequence[str]) -> int | None:
+    value = value_at(score, path)
+    return None if value is None else int(value)
+
+
+def compare_run(pub: Published, score: Mapping, dataset_name: str, mapping: Mapping | None = None) -> Comparison:
+    """Items scored vs the paper's, judge vs the paper's, input mode vs the paper's; reasons when not comparable."""
+    cmp = Comparison()
+    if dataset_name not in pub.datasets:
+        cmp.reasons.append(f'{dataset_name} is not a published split')
+    if mapping is not None and mapping.get('comparable', True) is not True:
+        cmp.reasons.append(str(mapping['why']))
+    items = pub.comparison.get('items')
+    if items is not None and dataset_name in items.paper:
+        cmp.paper_items = items.paper[dataset_name]
+        in_file, scored = _count_at(score, items.ours), _count_at(score, items.ours_scored)
+        cmp.items_scored = scored
+        if scored is None or in_file is None:
+            cmp.facts.append(f'Items scored: not recorded in the score file (the paper: {cmp.paper_items}).')
+            cmp.reasons.append('the score file does not record how many items were scored')
+        else:
+            cmp.facts.append(f'Items scored: {scored} of {in_file} in the predictions file; the paper: '
+                             f'{cmp.paper_items}.')
+            if in_file < cmp.paper_items:
+                cmp.reasons.append(f'a subset: {in_file} of the paper\'s {cmp.paper_items} items (e.g. --limit)')
+            elif in_file > cmp.paper_items:
+                cmp.reasons.append(f'{in_file} items, more than the paper\'s {cmp.paper_items}')
+            if scored < in_file:
+                cmp.reasons.append(f'{in_file - scored} item(s) not scored (inference or judge failures, left out '
+                                   'of the means; a rerun in the same work dir re-asks them)')
+    judge = pub.comparison.get('judge')
+    ours_judge = (text_at(score, judge.ours) if judge else None) or text_at(score, ('judge', 'name')) \
+        or text_at(score, ('judge', 'model'))
+    cmp.judge = ours_judge
+    if judge is not None:
+        cmp.paper_judge = judge.paper
+        mode = text_at(score, judge.mode) if judge.mode else None
+        mode_text = f', {mode} mode' if mode else ''
+        paper_mode = f', {judge.paper_mode} mode' if judge.paper_mode else ''
+        cmp.facts.append(f'Judge: {ours_judge or "not recorded"}{mode_text}; the paper: {judge.paper}{paper_mode}.')
+        if ours_judge is None:
+            cmp.reasons.append('the score file does not name its judge')
+        elif ours_judge not in judge.accepted:
+            offline = ' (an offline approximation)' if ours_judge.startswith('offline') else ''
+            cmp.reasons.append(f'judged by {ours_judge}{offline}, not the paper\'s {judge.paper}')
+    else:
+        used = f'this run\'s judge: {ours_judge}' if ours_judge else 'this run used none'
+        cmp.facts.append(f'Judge: none needed by the compared scores (rule-based, as in the paper); {used}.')
+    mode = pub.comparison.get('input_mode')
+    if mode is not None:
+        cmp.paper_input_mode = mode.paper
+        cmp.input_mode = text_at(score, mode.ours)
+        cmp.facts.append(f'Input mode: {cmp.input_mode or "not recorded"}; the paper: {mode.paper}.')
+        if cmp.input_mode is None:
+            cmp.reasons.append('the score file does not record its input mode')
+        elif cmp.input_mode not in mode.accepted:
+            cmp.reasons.append(f'input mode {cmp.input_mode}, not the paper\'s {mode.paper}')
+    return cmp
+
+
 # ------------------------------------------------------------------------------------------ side by side
-def side_by_side_rows(pub: Published, score: Mapping, dataset_name: str, paper_row: str) -> list[dict]:
+def side_by_side_rows(pub: Published, score: Mapping, dataset_name: str, paper_row: str,
+                      comparison: Comparison | None = None) -> list[dict]:
     """One record per (table, column) of every table holding `paper_row`: ours, paper, diff = ours - paper,
-    flag when |diff| > the table's tolerance. Paper-only columns (ours null) are kept with an empty diff."""
-    comparable = dataset_name in pub.datasets
+    flag when |diff| > the table's tolerance, and what was compared. Paper-only columns (ours null) are kept with
+    an empty diff. A run that is not comparable (`comparison.reasons`) gets no flags."""
+    cmp = comparison or compare_run(pub, score, dataset_name)
     records = []
     for table, row in pub.rows_named(paper_row):
-        ours = our_row(table, score, dataset_name) if comparable else {c: None for c in table.column_names}
+        ours = our_row(table, score, dataset_name) if dataset_name in pub.datasets \
+            else {c: None for c in table.column_names}
         for col in table.columns:
             paper, mine = row.values[col.name], ours[col.name]
             diff = None if mine is None else mine - paper
             records.append({'table': table.id, 'column': col.name, 'ours': mine, 'paper': paper, 'diff': diff,
                             'tolerance': table.tolerance,
-                            'flag': diff is not None and abs(diff) > table.tolerance + 1e-12,
+                            'flag': cmp.comparable and diff is not None and abs(diff) > table.tolerance + 1e-12,
                             'paper_row': paper_row, 'verified_by_us': row.verified_by_us,
-                            'source': pub.source_text(row.source)})
+                            'source': pub.source_text(row.source), 'items_scored': cmp.items_scored,
+                            'paper_items': cmp.paper_items, 'judge': cmp.judge, 'paper_judge': cmp.paper_judge,
+                            'input_mode': cmp.input_mode, 'paper_input_mode': cmp.paper_input_mode,
+                            'comparable': cmp.comparable, 'not_comparable_why': cmp.why or None})
     return records
 
 
@@ -242,9 +399,17 @@ def _fmt_diff(v, unit: str, flagged: bool) -> str:
     return f'**{text} !**' if flagged else text
 
 
-def side_by_side_markdown(pub: Published, records: Sequence[Mapping], model_name: str, mapping: Mapping) -> str:
-    """Per table, the paper's layout with three lines: ours, paper, difference (flagged cells in bold, '!')."""
+def side_by_side_markdown(pub: Published, records: Sequence[Mapping], model_name: str, mapping: Mapping,
+                          comparison: Comparison | None = None, notes: Sequence[str] = ()) -> str:
+    """Per table, the paper's layout with three lines: ours, paper, difference (flagged cells in bold, '!'); above
+    them what was compared (items, judge, input mode) and, when the run is not comparable, why."""
     lines = [f'# {pub.benchmark}: {model_name} vs the published row "{mapping["row"]}"', '']
+    if comparison is not None:
+        lines += comparison.facts
+        lines += [f'Run notes: {"; ".join(notes)}.'] if notes else []
+        lines += ['', f'**Not comparable: {comparison.why}.** The differences below are shown for information; no '
+                      'cell is judged against the tolerance.' if not comparison.comparable else
+                  'Comparable: the paper\'s items, judge and input mode.', '']
     if mapping.get('correspondence') != 'exact':
         lines += [f'Model correspondence is {mapping.get("correspondence")}: {mapping.get("note") or "see model_map"}.', '']
     by_table: dict[str, list] = {}
@@ -271,7 +436,10 @@ def side_by_side_markdown(pub: Published, records: Sequence[Mapping], model_name
         if notes:
             lines += [''] + [f'- {n}' for n in notes]
         lines.append('')
-    lines.append(f'{n_flagged} cell(s) outside tolerance.' if n_flagged else 'All compared cells within tolerance.')
+    if comparison is not None and not comparison.comparable:
+        lines.append(f'Not comparable ({comparison.why}): no tolerance verdicts.')
+    else:
+        lines.append(f'{n_flagged} cell(s) outside tolerance.' if n_flagged else 'All compared cells within tolerance.')
     return '\n'.join(lines) + '\n'
 
 
@@ -296,7 +464,8 @@ def side_by_side_for_run(dataset_name: str, model_name: str, score_json_path: st
     if mapping is None:
         return None
     score = read_score_json(score_json_path)
-    records = side_by_side_rows(pub, score, dataset_name, mapping['row'])
+    comparison = compare_run(pub, score, dataset_name, mapping)
+    records = side_by_side_rows(pub, score, dataset_name, mapping['row'], comparison)
     if not any(r['ours'] is not None for r in records):
         return None
     df = pd.DataFrame(records, columns=SIDE_BY_SIDE_COLUMNS)
@@ -304,7 +473,8 @@ def side_by_side_for_run(dataset_name: str, model_name: str, score_json_path: st
     df.insert(0, 'dataset', dataset_name)
     stem = stem_of_score_json(score_json_path)
     df.to_csv(f'{stem}_vs_paper.csv', index=False)
-    text = side_by_side_markdown(pub, records, model_name, mapping)
+    notes = score.get('notes') if isinstance(score.get('notes'), list) else []
+    text = side_by_side_markdown(pub, records, model_name, mapping, comparison, [str(n) for n in notes])
     Path(f'{stem}_vs_paper.md').write_text(text, encoding='utf-8')
     if verbose:
         print(text)

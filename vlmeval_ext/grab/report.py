@@ -1,7 +1,9 @@
 """GRAB aggregation and report files (pure apart from file writing; no kit imports).
 
 Rows are dicts with task, category, complexity and one column per scoring holding 1/0 (correct/wrong) or None
-(not scored: missing response, failed judge call). None is excluded from every mean and counted.
+(not scored: the kit's inference failure, a failed judge call, a scoring not run). None is excluded from every
+mean and counted. `<stem>_score.json` holds one summary per scoring run, plus the run's `counts` (items, scored,
+empty, inference failures, judge failures), the `judge` used (or null) and `notes` (e.g. a scoring skipped).
 """
 from __future__ import annotations
 
@@ -58,17 +60,25 @@ def item_weighted_overall(per_task_percent: Mapping[str, float], task_sizes: Map
     return sum(per_task_percent[t] * task_sizes[t] for t in task_sizes) / total
 
 
-def score_json(rows: Sequence[Mapping], extra_counts: Mapping[str, Mapping] | None = None) -> dict:
+def score_json(rows: Sequence[Mapping], extra_counts: Mapping[str, Mapping] | None = None,
+               run: Mapping | None = None) -> dict:
     """{scoring: summary} for every scoring present in the rows (llm_extracted absent without a judge).
 
-    `extra_counts` adds per-scoring failure accounting (e.g. unparsed responses, judge failures).
+    `extra_counts` adds per-scoring failure accounting (e.g. unparsed responses, judge failures); `run` adds the
+    run-level blocks (`counts`, `judge`, `notes`) beside the scorings.
     """
     present = [s for s in SCORINGS if rows and s in rows[0]]
     result = {s: summarize(rows, s) for s in present}
     for scoring, counts in (extra_counts or {}).items():
         if scoring in result:
             result[scoring]['counts'].update(counts)
+    result.update(run or {})
     return result
+
+
+def scorings_in(scores: Mapping) -> list[str]:
+    """The scorings a score dict holds, in report order (the run-level blocks aside)."""
+    return [s for s in SCORINGS if isinstance(scores.get(s), Mapping)]
 
 
 def acc_table(rows: Sequence[Mapping]) -> list[dict]:
@@ -113,7 +123,7 @@ def plot_complexity(scores: Mapping, path: str | Path) -> None:
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
-    scorings = list(scores)
+    scorings = scorings_in(scores)
     fig, axes = plt.subplots(1, len(scorings), figsize=(5 * len(scorings), 4), squeeze=False, sharey=True)
     for ax, scoring in zip(axes[0], scorings):
         for task, by_complexity in scores[scoring]['task x complexity'].items():
@@ -139,7 +149,8 @@ def task_table(scores: Mapping) -> 'pd.DataFrame':
 
     columns = {'properties': 'Properties', 'function': 'Functions', 'series': 'Series', 'transform': 'Transforms'}
     table = {}
-    for scoring, summary in scores.items():
+    for scoring in scorings_in(scores):
+        summary = scores[scoring]
         row = {label: summary['task'].get(task) for task, label in columns.items()}
         row['Overall'] = summary['Overall']
         row['n scored'] = summary['counts']['scored']

@@ -2,11 +2,11 @@
 
 Answers are strings from grab.json: integers ("-9"), one-decimal numbers ("-1.0"), intervals ("[-10, -3]")
 and equations ("y = 0x^3 - 2x^2 + 5x + 2", "y = 2sin(-9x + 7) + 6").
-A missing response (None/NaN: the model call failed) is not scored here: callers count it as a failure.
+Responses are scored as the text the model wrote (an empty response is an answer, wrong by every rule); whether
+a prediction cell is an answer at all is decided by vlmeval_ext.core.predictions, once, by the caller.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
@@ -24,11 +24,6 @@ def official_correct(response: str, answer: str) -> bool:
     _require_str(response, 'response')
     _require_str(answer, 'answer')
     return response.lstrip()[:len(answer)] == answer
-
-
-def is_missing_response(response) -> bool:
-    """True for a prediction that does not exist (None or NaN), as opposed to an empty or wrong answer."""
-    return response is None or (isinstance(response, float) and math.isnan(response))
 
 
 def _require_str(value, name: str) -> None:
@@ -368,34 +363,34 @@ class ExtractionTask:
 
 
 def answer_text(value, question: str) -> str:
-    """The exact answer string, also when a spreadsheet round trip turned it into a number.
+    """The answer cell as the exact string grab.json holds ("3", "3.0", "[-10, -3]"); anything else is an error.
 
-    GRAB answers are written at the question's precision ("3" for integers, "3.0" for one decimal), so a
-    number read back from an .xlsx/.tsv (3.0 for "3") is re-formatted from the question, not with str().
+    Predictions files are read as text (vlmeval_ext.core.io.read_table), so the answer is never re-formatted.
+    Every numeric GRAB answer is written at the precision its question asks for ("3.0" for "to 1 decimal place"):
+    an answer that is not (e.g. "-1" for "-1.0", from a spreadsheet cell stored as a number) is refused, because the
+    official rule compares answer strings.
     """
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise TypeError(f'GRAB answer must be text or a number, got {value!r}')
-    precision = parse_precision(question)
-    if precision.decimals:
-        return f'{Decimal(repr(value)).quantize(Decimal(1).scaleb(-precision.decimals), ROUND_HALF_UP)}'
-    if value != int(value):
-        raise ValueError(f'GRAB answer {value!r} is not an integer although the question asks for one')
-    return str(int(value))
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(f'GRAB answer must be non-empty text, got {value!r}')
+    if answer_kind(value) == 'number':
+        wanted = parse_precision(question, value).decimals or 0
+        decimals = len(value.strip().split('.')[1]) if '.' in value else 0
+        if decimals != wanted:
+            raise ValueError(f'GRAB answer {value!r} has {decimals} decimal(s) but its question asks for {wanted}; '
+                             'the answer must be the exact text of grab.json (a cell stored as a number loses it)')
+    return value
 
 
-def score_response(response, answer: str, question: str) -> dict:
-    """The rule-based scorings of one item: official, normalized (1/0), what normalized read, and failure.
+def score_response(response: str, answer: str, question: str) -> dict:
+    """The rule-based scorings of one answer: official, normalized (1/0) and what normalized read.
 
-    A missing response (None/NaN: inference failed) is not scored: both scores are None and `failed` says why.
+    `response` is the model's text exactly as written ('' for an empty answer: wrong by both rules). Inference
+    failures never reach this function (vlmeval_ext.core.predictions decides them).
     """
-    if is_missing_response(response):
-        return {'official': None, 'normalized': None, 'parsed': None, 'failed': 'no prediction'}
-    response = str(response)
+    _require_str(response, 'response')
     result = normalized_score(response, answer, question)
     return {'official': int(official_correct(response, answer)), 'normalized': int(result.correct),
-            'parsed': result.parsed, 'failed': None}
+            'parsed': result.parsed}
 
 
 def naive_answer(question: str) -> str:

@@ -102,11 +102,13 @@ class RBenchFull(ExtImageDataset):
         summary['failures']['failed_rows'] = [[i.item() if hasattr(i, 'item') else i, reason]
                                               for i, reason in pairing.failed_rows]
         summary['label'] = label
+        summary['name'], summary['endpoint_host'] = handle.name, handle.endpoint_host
+        counts = rb_eval.run_counts(pairing, rows, summary['failures']['judge_failed_scores'])
         stem = stem_path(eval_file, '')
         result = rb_report.write_report(rows, stem, judge=summary, label=label,
-                                        judge_label=label if handle.offline else None)
+                                        judge_label=label if handle.offline else None, counts=counts)
         table = {metric: result[metric] for metric in ('absolute', 'relative')}   # computed once, by write_report
-        self._print(table, summary, label)
+        self._print(table, summary, label, counts)
         spec = load_spec('rbench')
         self.manifest_extra = {
             'judge': {'model': handle.name, 'mode': mode, 'endpoint_host': handle.endpoint_host,
@@ -161,9 +163,11 @@ class RBenchFull(ExtImageDataset):
         return rows, summary
 
     @staticmethod
-    def _print(table, summary, label):
+    def _print(table, summary, label, counts):
         failures = summary['failures']
         print(f'\nR-Bench robustness, {label}')
+        if counts['empty']:
+            print(f'empty outputs: {counts["empty"]} row(s), judged like any other output (the official protocol)')
         print(f'judge calls: {summary["calls"]} ({summary["calls_per_item"]} per item, mode {summary["mode"]}); '
               f'excluded failed scores: {failures["excluded_scores"]} (inference-failed rows '
               f'{failures["inference_failed_rows"]}, items missing a partner row {failures["missing_partner_items"]}, '

@@ -307,7 +307,8 @@ class OfflineJudge:
         return self.score_many([item], kind)[0]
 
     def score_many(self, items: Sequence[Item], kind: str) -> list[float | None]:
-        """Scores of one kind ('dis', 'ref', 'com') for many items (None where an output is missing)."""
+        """Scores of one kind ('dis', 'ref', 'com') for many items (None where an output is missing, 0 where the
+        judged output is empty)."""
         # Pre-embed every text of the batch at once (fast on CPU).
         texts = []
         for it in items:
@@ -325,8 +326,11 @@ class OfflineJudge:
         for it in items:
             judged = it.pred_dis if kind in ('dis', 'com') else it.pred_ref
             truth = it.pred_ref if kind == 'com' else it.answer
-            if judged is None or truth is None or not str(judged).strip():
+            if judged is None or truth is None:          # the kit's failure text or a missing row: not scored
                 out.append(None)
+                continue
+            if not str(judged).strip():                  # an empty output is an answer: wrong
+                out.append(0.0)
                 continue
             judged, truth = str(judged), str(truth)
             if it.type == 'MCQ':

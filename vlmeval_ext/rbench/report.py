@@ -133,14 +133,20 @@ def paper_tables(table: Mapping[str, Mapping[str, float | None]], label: str = '
 
 
 def write_report(rows: Sequence[Mapping], stem: str | Path, judge: Mapping | None = None,
-                 plots: bool = True, label: str = '', judge_label: str | None = None) -> dict:
-    """<stem>_scores.csv, <stem>_robustness.csv, <stem>_score.json and PNG plots; returns the score dict."""
+                 plots: bool = True, label: str = '', judge_label: str | None = None,
+                 counts: Mapping | None = None) -> dict:
+    """<stem>_scores.csv, <stem>_robustness.csv, <stem>_score.json and PNG plots; returns the score dict.
+
+    `counts` (items, rows, scored, empty, inference_failures, missing_partner, judge_failures) goes into the score
+    file as it is; without it only the item count and the excluded scores are known.
+    """
     stem = str(stem)
     table = rbench_table(rows)
     write_scores_csv(rows, f'{stem}_scores.csv')
     Path(f'{stem}_robustness.csv').write_text(robustness_csv_text(table, judge_label), encoding='utf-8')
     result = {'absolute': table['absolute'], 'relative': table['relative'],
-              'judge': dict(judge or {}), 'failed': failure_counts(rows), 'items': len(rows)}
+              'judge': dict(judge or {}), 'failed': failure_counts(rows), 'items': len(rows),
+              'counts': dict(counts or {'items': len(rows)})}
     Path(f'{stem}_score.json').write_text(json.dumps(result, indent=2), encoding='utf-8')
     if plots:
         plot_radar(table, f'{stem}_radar.png', title=label)

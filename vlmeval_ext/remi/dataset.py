@@ -34,9 +34,6 @@ class ReMI(ExtImageDataset):
     DATASET_MD5 = {'ReMI_DEMO': 'c24914e5ecae62ad5e1b4db8534d986b'}   # the shipped demo TSV (split name: all three modes read it)
     DEMO_DATASETS = {name: 'remi/demo/ReMI_DEMO.tsv' for name, (split, _) in NAMES.items() if split == 'ReMI_DEMO'}
     REQUIRED_COLUMNS = ('index', 'question', 'answer', 'task', 'image')
-    # The kit's text in place of an answer when inference failed ('Failed to obtain answer via API.' from its
-    # API wrappers, 'Failed to obtain answer: <error>' from local models): an inference failure, never parsed.
-    INFER_FAIL_MARKERS = ('Failed to obtain answer',)
 
     @property
     def input_mode(self) -> str:
@@ -73,13 +70,15 @@ class ReMI(ExtImageDataset):
                                          composite_path=composite)
 
     def evaluate(self, eval_file, **judge_kwargs):
-        """Rule-based (no judge). Writes <stem>_score.json, _items.tsv, _tasks.{md,csv,png}; returns the summary."""
+        """Rule-based (no judge): official (the headline) and lenient scorings. Writes <stem>_score.json, _items.tsv,
+        _tasks.{md,csv,png}; returns the summary."""
         preds = load_predictions(eval_file, required=('index', 'prediction', 'answer', 'task'))
-        markers = [m for m in getattr(self, 'INFER_FAIL_MARKERS', ()) if m]
         rows = []
-        for row in preds.itertuples(index=False):
-            result = remi_score.score_item(str(row.task), row.prediction, str(row.answer), fail_markers=markers)
-            rows.append({'index': row.index, 'task': str(row.task), 'answer': str(row.answer), **result})
+        for row in preds.to_dict('records'):
+            # vlmeval_ext.core.predictions decides: the kit's failure text is excluded (counted, re-asked); an empty
+            # answer is scored (get_pred('') is BAD_JSON: wrong) and counted as empty.
+            result = remi_score.score_item(row['task'], row['prediction'], row['answer'])
+            rows.append({'index': row['index'], 'task': row['task'], 'answer': row['answer'], **result})
         summary = remi_score.summarise(rows, self.input_mode)
         pd.DataFrame(rows).to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
         write_json(summary, stem_path(eval_file, '_score.json'))

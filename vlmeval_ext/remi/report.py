@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-TABLE_HEADER = ['Task', 'Items', 'Accuracy', 'Naive baseline', 'ERP']
+TABLE_HEADER = ['Task', 'Items', 'Accuracy (official)', 'Naive baseline', 'ERP', 'Accuracy (lenient)']
 
 
 def _fmt(x, digits=1):
@@ -12,10 +12,14 @@ def _fmt(x, digits=1):
 
 
 def table_rows(summary: dict) -> list[list]:
+    """Per task, then Overall: items scored, official accuracy, its naive baseline and ERP, lenient accuracy."""
     acc, base, erps = summary['accuracy'], summary['naive_baseline'], summary['erp']
+    lenient = summary['lenient']['accuracy']
     counts = summary['counts']['task']
-    rows = [[t, counts[t]['scored'], acc['task'][t], base['task'][t], erps['task'][t]] for t in acc['task']]
-    rows.append(['Overall', summary['counts']['scored'], acc['Overall'], base['Overall'], erps['Overall']])
+    rows = [[t, counts[t]['scored'], acc['task'][t], base['task'][t], erps['task'][t], lenient['task'][t]]
+            for t in acc['task']]
+    rows.append(['Overall', summary['counts']['scored'], acc['Overall'], base['Overall'], erps['Overall'],
+                 lenient['Overall']])
     return rows
 
 
@@ -23,11 +27,17 @@ def markdown_table(summary: dict, model_name: str = '') -> str:
     title = f'ReMI{" - " + model_name if model_name else ""} (percent; input mode: {summary["input_mode"]}; ' \
             f'micro accuracy {_fmt(summary["accuracy"]["micro"])})'
     lines = [title, '', '| ' + ' | '.join(TABLE_HEADER) + ' |', '|' + '---|' * len(TABLE_HEADER)]
-    for task, n, a, b, e in table_rows(summary):
-        lines.append(f'| {task} | {n} | {_fmt(a)} | {_fmt(b)} | {_fmt(e)} |')
-    failures = summary['counts']
-    lines += ['', f'Inference failures (excluded): {failures["inference_failures"]}; '
-                  f'unparsable outputs (scored wrong): {failures["parse_failures"] or "none"}']
+    for task, n, a, b, e, lenient in table_rows(summary):
+        lines.append(f'| {task} | {n} | {_fmt(a)} | {_fmt(b)} | {_fmt(e)} | {_fmt(lenient)} |')
+    counts, differ = summary['counts'], summary['official_vs_lenient']
+    lines += ['', 'Official = the ReMI authors\' evaluation code (the headline, compared with the paper); lenient = '
+                  'a robust reading of the same answers. They differ on '
+                  f'{differ["differ"]} item(s) (lenient only right: {differ["lenient_only"]}; official only right: '
+                  f'{differ["official_only"]}).',
+              f'Items {counts["items"]}, scored {counts["scored"]}; empty answers (scored wrong): {counts["empty"]}; '
+              f'inference failures (the kit\'s failure text, excluded): {counts["inference_failures"]}; '
+              f'unreadable for official (BAD_JSON, wrong): {counts["official_bad_json"]}; '
+              f'unreadable for lenient (wrong): {counts["parse_failures"] or "none"}']
     return '\n'.join(lines) + '\n'
 
 
@@ -36,12 +46,12 @@ def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model') ->
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     tasks = list(summary['accuracy']['task'])
-    model = [summary['accuracy']['task'][t] or 0.0 for t in tasks]
+    model = [summary['accuracy']['task'][t] or 0.0 for t in tasks]      # official
     base = [summary['naive_baseline']['task'][t] or 0.0 for t in tasks]
     xs = range(len(tasks))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(tasks) + 2), 4.2))
     width = 0.4
-    ax.bar([x - width / 2 for x in xs], model, width, label=model_name, color='#3b75af')
+    ax.bar([x - width / 2 for x in xs], model, width, label=f'{model_name} (official)', color='#3b75af')
     ax.bar([x + width / 2 for x in xs], base, width, label='naive baseline', color='#bbbbbb')
     ax.set_xticks(list(xs))
     ax.set_xticklabels(tasks, rotation=40, ha='right')

@@ -1,4 +1,13 @@
-"""ReMI scoring (pure, no kit import): JSON answer extraction, per-task rules, naive baselines, ERP.
+"""ReMI scoring (pure, no kit import): two scorings of every output, naive baselines, ERP.
+
+- `official`: the ReMI authors' evaluation code (the snippet in the evaluation colab linked from the dataset card,
+  "Copyright 2024 Google LLC": get_pred / strip_json / prep_label / exact_match / relaxed_accuracy /
+  accuracy_with_tolerance), re-implemented here with the same behaviour: the text from the first '{' to the last
+  '}', every backslash deleted, the exact key "answer", Python's float(), the same tolerance bounds, the same
+  per-task dispatch. The headline, compared with the paper. Deviations (only where the snippet would crash) are
+  listed in dataset_specs/remi.yaml (`scoring.official.deviations`).
+- `lenient`: a robust reading of the same answer (any JSON object in the output, case-insensitive key, JSON
+  escapes honoured, `( a )`, thousands separators, |label|-relative tolerances). A second, named score.
 
 All parameters come from dataset_specs/remi.yaml (`scoring`, `naive_baselines`). Accuracies are fractions here
 and percent in `summarise`.
@@ -14,10 +23,12 @@ from collections import Counter
 from typing import Iterable, Mapping, Sequence
 
 from vlmeval_ext.core.aggregate import grouped_mean, mean
+from vlmeval_ext.core.predictions import EMPTY, FAILED, classify_prediction, prediction_text
 
 # Why an output scored as wrong without reaching the task rule (each is counted in the score file).
 NO_JSON, NOT_OBJECT, NO_ANSWER_FIELD, EMPTY_ANSWER = 'no_json', 'not_object', 'no_answer_field', 'empty_answer'
-INFERENCE_FAILURE = 'inference_failure'
+INFERENCE_FAILURE = 'inference_failure'   # the kit's failure text (vlmeval_ext.core.predictions): not scored
+SCORINGS = ('official', 'lenient')
 
 
 def _spec() -> dict:
@@ -213,23 +224,115 @@ def is_correct(task: str, answer: str, label: str, spec: dict | None = None) -> 
     raise ValueError(f'unknown ReMI scoring rule {kind!r} for task {task!r} in dataset_specs/remi.yaml')
 
 
-def is_inference_failure(prediction, fail_markers: Sequence[str] = ()) -> bool:
-    if prediction is None or (isinstance(prediction, float) and math.isnan(prediction)):
-        return True
-    text = str(prediction)
-    return not text.strip() or any(m and m in text for m in fail_markers)
+# ---------------------------------------------------------------- official (the authors' snippet)
+
+BAD_JSON = 'BAD_JSON'   # what the snippet's get_pred returns for an output it cannot read (never equal to a label)
 
 
-def score_item(task: str, prediction, label: str, spec: dict | None = None,
-               fail_markers: Sequence[str] = ()) -> dict:
-    """{'correct': True/False, or None for an inference failure (excluded), 'status', 'parsed'}."""
+def official_json_text(output: str) -> str:
+    """The snippet's strip_json: from the first '{' to the last '}' (start 0 without '{', empty without '}')."""
+    start = output.index('{') if '{' in output else 0
+    end = output.rindex('}') + 1 if '}' in output else 0
+    return output[start:end]
+
+
+def official_prediction(output: str) -> str:
+    """The snippet's get_pred: the "answer" value as lower-case text cut at the first '%' and stripped, or BAD_JSON.
+
+    Before parsing, the pairs backslash-quote are deleted and then every remaining backslash. Deviation (the
+    snippet would stop with an exception): a JSON text that json.loads refuses with RecursionError or with
+    ValueError (integers beyond Python's digit limit) is BAD_JSON too.
+    """
+    text = official_json_text(output).replace('\\"', '').replace('\\', '')
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError, ValueError):
+        return BAD_JSON
+    if not isinstance(value, dict) or 'answer' not in value:   # text starts with '{': always a dict when it parses
+        return BAD_JSON
+    return str(value['answer']).lower().split('%')[0].strip()
+
+
+def official_label(label: str) -> str:
+    """The snippet's prep_label: lower case, backslashes deleted, cut at the first '%', stripped."""
+    return label.lower().replace('\\', '').split('%')[0].strip()
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def official_relaxed(label: str, pred: str, eps: float) -> bool:
+    """(1 - eps) * label <= pred <= (1 + eps) * label, both read by float() (nothing passes for a negative label)."""
+    if not _is_float(label) or not _is_float(pred):
+        return False
+    return (1 - eps) * float(label) <= float(pred) <= (1 + eps) * float(label)
+
+
+def official_with_tolerance(label: str, pred: str, tolerance: float) -> bool:
+    """label - tolerance <= pred <= label + tolerance, both read by float()."""
+    if not _is_float(label) or not _is_float(pred):
+        return False
+    return float(label) - tolerance <= float(pred) <= float(label) + tolerance
+
+
+def official_exact(label: str, pred: str, eps: float, function_names=('f', 'g', 'h')) -> bool:
+    """The snippet's exact_match: equal strings; equal floats; "f(x)" answered for the label "f" (g, h); one side
+    is the other in parentheses; one side without its spaces equals the other; relaxed within eps."""
+    return (label == pred
+            or (_is_float(label) and _is_float(pred) and float(label) == float(pred))
+            or any(pred == f'{name}(x)' and label == name for name in function_names)
+            or f'({pred})' == label or f'({label})' == pred
+            or pred.replace(' ', '') == label or label.replace(' ', '') == pred
+            or official_relaxed(label, pred, eps))
+
+
+def official_match(task: str, pred: str, label: str, spec: dict | None = None) -> bool:
+    """The snippet's per-task dispatch on get_pred's text and prep_label's text (tolerances from the spec)."""
     spec = spec or _spec()
-    if is_inference_failure(prediction, fail_markers):
-        return {'correct': None, 'status': INFERENCE_FAILURE, 'parsed': None}
-    answer, status = extract_answer(prediction, spec['scoring']['answer_field'])
-    if answer is None:
-        return {'correct': False, 'status': status, 'parsed': None}
-    return {'correct': is_correct(task, answer, label, spec), 'status': 'ok', 'parsed': answer}
+    rule = rule_for(task, spec)
+    kind = rule['rule']
+    if kind == 'index_list':
+        return pred in label.split(',')            # no stripping: "2, 4" holds "2" and " 4"
+    if kind == 'relative':
+        return official_relaxed(label, pred, rule['tolerance'])
+    if kind == 'absolute':
+        return official_with_tolerance(label, pred, rule['tolerance'])
+    if kind == 'exact':
+        names = tuple(spec['scoring'].get('function_names', ('f', 'g', 'h')))
+        return official_exact(label, pred, rule['numeric_relative_tolerance'], names)
+    raise ValueError(f'unknown ReMI scoring rule {kind!r} for task {task!r} in dataset_specs/remi.yaml')
+
+
+def official_correct(task: str, output: str, label: str, spec: dict | None = None) -> bool:
+    """The official verdict on one model output (text as written; '' reads as BAD_JSON, wrong)."""
+    return official_match(task, official_prediction(output), official_label(label), spec)
+
+
+# ---------------------------------------------------------------- one item, both scorings
+
+def score_item(task: str, prediction, label: str, spec: dict | None = None) -> dict:
+    """Both verdicts on one prediction cell, decided by vlmeval_ext.core.predictions first.
+
+    Returns {'kind': answer | empty | failed, 'official', 'lenient' (True/False, None for the kit's failure text:
+    excluded), 'official_pred' (get_pred's text), 'status' (why lenient read no answer, or 'ok'), 'parsed'}.
+    """
+    spec = spec or _spec()
+    kind = classify_prediction(prediction)
+    if kind == FAILED:
+        return {'kind': kind, 'official': None, 'lenient': None, 'official_pred': None,
+                'status': INFERENCE_FAILURE, 'parsed': None}
+    text = prediction_text(prediction)
+    official_pred = official_prediction(text)
+    official = official_match(task, official_pred, official_label(label), spec)
+    answer, status = extract_answer(text, spec['scoring']['answer_field'])
+    lenient = False if answer is None else is_correct(task, answer, label, spec)
+    return {'kind': kind, 'official': official, 'lenient': lenient, 'official_pred': official_pred,
+            'status': status, 'parsed': answer}
 
 
 # ---------------------------------------------------------------- naive baselines and ERP
@@ -256,8 +359,9 @@ def baseline_prediction(task: str, labels: Sequence[str], spec: dict | None = No
     raise ValueError(f'unknown naive baseline kind {kind!r} for {task} in dataset_specs/remi.yaml')
 
 
-def baseline_accuracy(task: str, labels: Sequence[str], spec: dict | None = None) -> float | None:
-    """Accuracy (fraction) of the task's naive baseline on these labels; None when there are no labels."""
+def baseline_accuracy(task: str, labels: Sequence[str], spec: dict | None = None,
+                      scoring: str = 'lenient') -> float | None:
+    """Accuracy (fraction) of the task's naive baseline on these labels under `scoring`'s rule; None for no labels."""
     spec = spec or _spec()
     labels = list(labels)
     if not labels:
@@ -269,6 +373,8 @@ def baseline_accuracy(task: str, labels: Sequence[str], spec: dict | None = None
             choices = max(2, len({normalise(x) for x in labels}))
         return 1.0 / int(choices)
     guess = baseline_prediction(task, labels, spec)
+    if scoring == 'official':   # the guess as the "answer" of a JSON output, read the way get_pred reads it
+        return mean(official_match(task, official_label(guess), official_label(label), spec) for label in labels)
     return mean(is_correct(task, guess, label, spec) for label in labels)
 
 
@@ -288,33 +394,56 @@ def _pct(x):
     return None if x is None else round(100.0 * x, 4)
 
 
+def _scoring_summary(rows: Sequence[Mapping], scoring: str, task_order: Sequence[str], spec: dict) -> dict:
+    """accuracy / naive_baseline / erp of one scoring over the scored rows (percent; ERP in points)."""
+    acc = grouped_mean(rows, lambda r: float(r[scoring]), 'task')
+    base, erps = {}, {}
+    for task in task_order:
+        labels = [r['answer'] for r in rows if r['task'] == task]   # the baseline sees the same items
+        base[task] = baseline_accuracy(task, labels, spec, scoring) if task in spec['naive_baselines'] else None
+        erps[task] = erp(acc.get(task), base[task])
+    return {
+        'accuracy': {'Overall': _pct(mean(acc.get(t) for t in task_order)),
+                     'micro': _pct(mean(float(r[scoring]) for r in rows)),
+                     'task': {t: _pct(acc.get(t)) for t in task_order}},
+        'naive_baseline': {'Overall': _pct(mean(base.values())), 'task': {t: _pct(base[t]) for t in task_order}},
+        'erp': {'Overall': None if mean(erps.values()) is None else round(mean(erps.values()), 4),
+                'task': {t: None if erps[t] is None else round(erps[t], 4) for t in task_order}},
+    }
+
+
 def summarise(rows: Iterable[Mapping], input_mode: str, spec: dict | None = None) -> dict:
-    """The <stem>_score.json content. rows: dicts with task, answer (label), correct (bool or None), status."""
+    """The <stem>_score.json content from score_item rows (plus task and answer = the label).
+
+    The top-level accuracy / naive_baseline / erp are the official scoring (the headline); `lenient` holds the
+    same blocks for the lenient scoring, `official_vs_lenient` how many items the two judge differently.
+    """
     spec = spec or _spec()
     rows = list(rows)
     task_order = [t for t in spec['tasks'] if any(r['task'] == t for r in rows)]
     task_order += sorted({r['task'] for r in rows} - set(task_order))
-    scored = [r for r in rows if r['correct'] is not None]
-    acc = grouped_mean(scored, lambda r: float(r['correct']), 'task')
-    base, erps, counts = {}, {}, {}
-    for task in task_order:
-        labels = [r['answer'] for r in scored if r['task'] == task]   # the baseline sees the same items
-        base[task] = baseline_accuracy(task, labels, spec) if task in spec['naive_baselines'] else None
-        erps[task] = erp(acc.get(task), base[task])
-        counts[task] = {'items': sum(r['task'] == task for r in rows), 'scored': len(labels)}
-    statuses = Counter(r['status'] for r in rows if r['status'] not in ('ok', INFERENCE_FAILURE))
+    scored = [r for r in rows if r['kind'] != FAILED]
+    official = _scoring_summary(scored, 'official', task_order, spec)
+    lenient = _scoring_summary(scored, 'lenient', task_order, spec)
+    official['naive_baseline']['prediction'] = {
+        t: baseline_prediction(t, [r['answer'] for r in scored if r['task'] == t], spec)
+        if any(r['task'] == t for r in scored) else None
+        for t in task_order if t in spec['naive_baselines']}
+    statuses = Counter(r['status'] for r in scored if r['status'] != 'ok')
+    task_counts = {t: {'items': sum(r['task'] == t for r in rows), 'scored': sum(r['task'] == t for r in scored)}
+                   for t in task_order}
     return {
-        'accuracy': {'Overall': _pct(mean(acc.get(t) for t in task_order)),
-                     'micro': _pct(mean(float(r['correct']) for r in scored)),
-                     'task': {t: _pct(acc.get(t)) for t in task_order}},
-        'naive_baseline': {'Overall': _pct(mean(base.values())), 'task': {t: _pct(base[t]) for t in task_order},
-                           'prediction': {t: baseline_prediction(t, [r['answer'] for r in scored if r['task'] == t],
-                                                                 spec) if counts[t]['scored'] else None
-                                          for t in task_order if t in spec['naive_baselines']}},
-        'erp': {'Overall': None if mean(erps.values()) is None else round(mean(erps.values()), 4),
-                'task': {t: None if erps[t] is None else round(erps[t], 4) for t in task_order}},
+        'scoring': 'official',
+        **official,
+        'lenient': lenient,
+        'official_vs_lenient': {
+            'differ': sum(r['official'] != r['lenient'] for r in scored),
+            'lenient_only': sum(r['lenient'] and not r['official'] for r in scored),
+            'official_only': sum(r['official'] and not r['lenient'] for r in scored)},
         'input_mode': input_mode,
         'unit': 'percent',
-        'counts': {'items': len(rows), 'scored': len(scored), 'inference_failures': len(rows) - len(scored),
-                   'parse_failures': dict(sorted(statuses.items())), 'task': counts},
+        'counts': {'items': len(rows), 'scored': len(scored), 'empty': sum(r['kind'] == EMPTY for r in rows),
+                   'inference_failures': len(rows) - len(scored),
+                   'official_bad_json': sum(r['official_pred'] == BAD_JSON for r in scored),
+                   'parse_failures': dict(sorted(statuses.items())), 'task': task_counts},
     }

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from vlmeval_ext.core.io import DataError, write_kit_tsv
+from vlmeval_ext.core.predictions import FAILED, classify_prediction, prediction_text
 from vlmeval_ext.rococo import mcq as Q
 from vlmeval_ext.rococo import protocol as P
 
@@ -315,9 +316,11 @@ def read_choice(reply, options: dict, kit_infer: Callable | None = None) -> tupl
     return None, 'unparsed'
 
 
-def score_mcq(preds: pd.DataFrame, source: str, kit_infer: Callable | None = None,
-              fail_message: str | None = None) -> tuple[dict, pd.DataFrame]:
-    """Accuracy, twin rate and the parse accounting of a RoCOCO-MCQ predictions file."""
+def score_mcq(preds: pd.DataFrame, source: str, kit_infer: Callable | None = None) -> tuple[dict, pd.DataFrame]:
+    """Accuracy, twin rate and the parse accounting of a RoCOCO-MCQ predictions file.
+
+    vlmeval_ext.core.predictions decides what a reply is: the kit's exact failure text is excluded and counted; an
+    empty reply is an answer that names no option (wrong, counted as `empty`)."""
     rows = []
     letters = [c for c in Q.LETTERS if c in preds.columns]
     for pos, item in enumerate(preds.to_dict('records')):
@@ -327,11 +330,10 @@ def score_mcq(preds: pd.DataFrame, source: str, kit_infer: Callable | None = Non
                 raise DataError(f'{source}: row {pos + 2}, column {col!r}: {item.get(col)!r} is not one of the '
                                 f'options {sorted(options)}')
         reply = item['prediction']
-        if fail_message and isinstance(reply, str) and fail_message in reply:
+        if classify_prediction(reply) == FAILED:
             choice, how = None, 'inference_failed'
         else:
-            choice, how = read_choice(reply if isinstance(reply, str) else ('' if pd.isna(reply) else str(reply)),
-                                      options, kit_infer)
+            choice, how = read_choice(prediction_text(reply), options, kit_infer)
         rows.append({'index': item['index'], 'answer': item['answer'], 'twin': item['twin'], 'choice': choice,
                      'how': how, 'n_options': len(options),
                      'prediction': reply if isinstance(reply, str) else ''})

@@ -17,7 +17,7 @@ import os.path as osp
 
 import pandas as pd
 
-from vlmeval_ext.core.dataset import ExtImageDataset, kit_fail_message, safe_join, tsv_path
+from vlmeval_ext.core.dataset import ExtImageDataset, safe_join, tsv_path
 from vlmeval_ext.core.io import DataError, load_predictions, stem_path, write_json
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
@@ -66,15 +66,20 @@ class RoCOCOMCQ(ExtImageDataset):
 
         preds = load_predictions(eval_file, required=('index', 'question', 'A', 'B', 'C', 'answer', 'twin',
                                                       'prediction'))
-        result, items = D.score_mcq(preds, str(eval_file), kit_infer=can_infer, fail_message=kit_fail_message())
+        result, items = D.score_mcq(preds, str(eval_file), kit_infer=can_infer)
         attack = str(preds['attack'].iloc[0]) if 'attack' in preds else self.dataset_name.split('-')[-1]
         scores = {'dataset': self.dataset_name, 'attack': attack, **result,
-                  'note': 'percent of answered items; unparsed replies count as wrong, inference failures are '
-                          'excluded; both are counted'}
+                  'counts': {'items': result['n_items'], 'scored': result['n'], 'empty': result['empty'],
+                             'inference_failures': result['inference_failed'],
+                             'unparsed': result['parsed_by'].get('unparsed', 0)},
+                  'judge': None,
+                  'note': 'percent of scored items; empty and unparsed replies count as wrong, the kit\'s inference '
+                          'failures are excluded; all are counted'}
         write_json(scores, stem_path(eval_file, '_score.json'))
         table = pd.DataFrame([{'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),
                                'twin_rate': round(result['twin_rate'], 2), 'chance': round(result['chance'], 2),
-                               'unparsed': result['unparsed'], 'inference_failed': result['inference_failed']}])
+                               'unparsed': result['unparsed'], 'empty': result['empty'],
+                               'inference_failed': result['inference_failed']}])
         table.to_csv(stem_path(eval_file, '_acc.csv'), index=False)
         items.to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
         self.manifest_extra = {'judge': NO_JUDGE, 'prompts': {'mcq': Q.prompt_text(
@@ -99,7 +104,7 @@ class RoCOCORetrieval(ExtImageDataset):
         if not kinds <= {'image', 'text'}:
             raise DataError(f'{self.data_path}: column \'kind\' must be image or text, found {sorted(kinds)}')
         is_image = data['kind'] == 'image'
-        empty = is_image & data['image'].isna()
+        empty = is_image & (data['image'].isna() | (data['image'].astype(str).str.strip() == ''))
         if empty.any():
             raise DataError(f'{self.data_path}: image row(s) without an image at line(s) '
                             f'{[int(i) + 2 for i in data.index[empty][:5]]}, column \'image\'')
