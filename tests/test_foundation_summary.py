@@ -8,6 +8,7 @@ from vlmeval_ext.corrupt.report import rc_table
 from vlmeval_ext.corrupt.variants import paired_rows
 from vlmeval_ext.grab.report import score_json as grab_score_json
 from vlmeval_ext.rbench.report import write_report as rbench_write_report
+from vlmeval_ext.remi.score import score_item as remi_score_item
 from vlmeval_ext.remi.score import summarise as remi_summarise
 
 
@@ -25,9 +26,9 @@ def grab_score() -> dict:
 
 
 def remi_score() -> dict:
-    rows = [{'task': 'EmojiAlgebra', 'answer': '3', 'correct': True, 'status': 'ok'},
-            {'task': 'EmojiAlgebra', 'answer': '4', 'correct': False, 'status': 'no_json'},
-            {'task': 'Clocks', 'answer': '(5, 0)', 'correct': None, 'status': 'inference_failure'}]
+    cells = [('EmojiAlgebra', '3', '{"explanation": "x", "answer": "3"}'), ('EmojiAlgebra', '4', 'no json here'),
+             ('Clocks', '(5, 0)', 'Failed to obtain answer via API.')]
+    rows = [{'task': t, 'answer': a, **remi_score_item(t, p, a)} for t, a, p in cells]
     return remi_summarise(rows, 'interleaved')
 
 
@@ -70,9 +71,9 @@ def test_each_benchmark_hands_over_its_own_row(tmp_path, capsys):
     assert '| GRAB_DEMO | 100.00 | 0.00 | 100.00 | 100.00 | 75.00 | 100.00 | 4 |' in out
     assert 'GRAB_DEMO [official] counts.inference_failures=3' in out
     # ReMI, found under the kit's run-id folder
-    assert '| ReMI_DEMO | interleaved | 50.00 | 50.00 | 0.00 | 50.00 | 2 | 3 |' in out
+    assert '| ReMI_DEMO | interleaved | 50.00 | 50.00 | 0.00 | 50.00 | 0 | 0 | 2 | 3 |' in out
     assert 'ReMI_DEMO [totals]' not in out
-    assert 'ReMI_DEMO [counts] inference_failures=1; parse_failures.no_json=1' in out
+    assert 'ReMI_DEMO [counts] empty=0; inference_failures=1; parse_failures.no_json=1' in out
     # the two RoCOCO-MCQ attacks share one table
     block = out.split('## RoCOCO-MCQ\n')[1].split('\n\n')[0]
     assert '| RoCOCO-MCQ-danger | danger | 40.00 | 30.00 | 25.00 | 9 | 10 |' in block
