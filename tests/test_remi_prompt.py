@@ -18,9 +18,19 @@ def test_appendix_common_text_and_task_sentences():
     for task in SPEC['tasks']:
         text = prompt.appendix(task, SPEC)
         assert text.startswith(COMMON) and len(text) > len(COMMON)
-    assert prompt.appendix('Isomorphism', SPEC).endswith('1 if the two graphs are isomorphic and 0 otherwise.')
-    assert prompt.appendix('Collisions', SPEC).endswith('0 for no and 1 for yes.')
-    assert 'numeric value' in prompt.appendix('Clocks', SPEC)
+    # Verbatim from the official evaluation snippet's QUESTION_APPENDICES (typos included).
+    assert prompt.appendix('Isomorphism', SPEC) == COMMON + (
+        ' The answer field must be 1 if the two graphs are isomorphic and 0 otherwise.')
+    assert prompt.appendix('Collisions', SPEC) == COMMON + (
+        ' The answer field contains the numeric value corresponding to your final answer. If it is a yes or no '
+        'question, the answer field must be 0 for no and 1 for yes.')
+    assert prompt.appendix('IQ', SPEC) == COMMON + ' The answer field contains the a string corresponding to your final choice.'
+    assert prompt.appendix('Clocks', SPEC) == COMMON + (
+        ' The answer field contains the numeric value corresponding to your final answer.')
+    assert prompt.appendix('FuncRead', SPEC) == COMMON + (
+        ' The answer field contains a string or numeric value corresponding to your final answer.')
+    assert prompt.appendix('Charts', SPEC) == COMMON + (
+        ' The answer field contains a string or numerical value corresponding to your final answer.')
     with pytest.raises(prompt.ReMIPromptError, match='unknown ReMI task'):
         prompt.appendix('Sudoku', SPEC)
 
