@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from vlmeval_ext.core.spec import load_spec, spec_dir
+from vlmeval_ext.errors import ExtError
 
 PUBLISHED_FOLDER = 'published'
 SIDE_BY_SIDE_COLUMNS = ['table', 'column', 'ours', 'paper', 'diff', 'tolerance', 'flag', 'paper_row',
                         'verified_by_us', 'source']
 
 
-class PublishedSpecError(ValueError):
+class PublishedSpecError(ExtError, ValueError):
     """A published spec is malformed; the message names the file, table, row and column."""
 
 
