@@ -181,6 +181,8 @@ def test_mcq_rc_through_run_py(tmp_path, loopback, kit_env):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not (lmu / 'images' / 'AI2D_TEST-RC').exists()  # stale decoded images dropped on rebuild
 
+    from vlmeval_ext.launcher import PROBE_PROMPT
+    loopback.script(re.escape(PROBE_PROMPT), 'OK')         # the launcher's one test call to the model
     loopback.default = scripted_model
     cfg = loopback_model_config(loopback, {n: {'class': 'CorruptedDataset', 'dataset': n}
                                            for n in ('AI2D_TEST-RC', 'TextVQA_VAL-RC')}, wait=0)
@@ -189,7 +191,8 @@ def test_mcq_rc_through_run_py(tmp_path, loopback, kit_env):
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     assert loopback.count(r'key=') == 4 * 7                 # every MCQ reference and distorted row was asked
     assert loopback.count(r'vqa item=[01]') == 3 * 2         # VQA items 0, 1: once per row
-    assert all(len(r.parts) == 2 for r in loopback.log)     # the base dataset's prompt: one image + its text
+    items = [r for r in loopback.log if PROBE_PROMPT not in r.prompt]
+    assert all(len(r.parts) == 2 for r in items)            # the base dataset's prompt: one image + its text
     assert any('Answer the question using a single word' in r.prompt for r in loopback.log)  # TextVQA's prompt
     assert len(pd.read_csv(lmu / 'AI2D_TEST.tsv', sep='\t')) == 4   # the kit never replaced (re-downloaded) it
 

@@ -148,10 +148,8 @@ def test_judge_saw_the_official_extraction_prompt(demo_run):
 
 @pytest.fixture(scope='module')
 def grab_cls():
-    # Import the kit's dataset package first: its import hook registers (and imports) our classes.
-    import vlmeval.dataset
-    import vlmeval_ext  # noqa: F401
-    return vlmeval.dataset.GRAB
+    from vlmeval_ext.grab.dataset import GRAB
+    return GRAB
 
 
 def _predictions(tmp_path, predictions, **overrides):

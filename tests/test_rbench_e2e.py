@@ -140,7 +140,8 @@ def expected_rows(demo) -> list[dict]:
 
 
 def _judge_requests(log):
-    return [r for r in log if r.n_images == 0 and PREFLIGHT not in r.prompt]
+    from vlmeval_ext.launcher import PROBE_PROMPT      # the launcher's one test call to the model
+    return [r for r in log if r.n_images == 0 and PREFLIGHT not in r.prompt and PROBE_PROMPT not in r.prompt]
 
 
 def _score_json(work: Path) -> dict:
@@ -179,6 +180,8 @@ def runs(tmp_path_factory):
     server = LoopbackServer(seed=3).start()
     try:
         model = ScriptedModel(demo)
+        from vlmeval_ext.launcher import PROBE_PROMPT
+        server.script(re.escape(PROBE_PROMPT), 'OK')         # the launcher's one test call to the model
         server.default = model
         env = kit_environment(tmp, server)
         cfg = write_config(tmp, loopback_model_config(server, {DATA: {'class': 'RBenchFull', 'dataset': DATA}}))
@@ -193,10 +196,11 @@ def runs(tmp_path_factory):
             return subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True)
 
-        # 1. official, faults injected as soon as judging starts (inference stays clean)
+        # 1. official, faults injected as soon as inference is done (inference stays clean)
         proc = popen(args(tmp / 'official', 'official'))
         deadline = time.time() + 300
-        while not server.count(re.escape(PREFLIGHT)) and proc.poll() is None and time.time() < deadline:
+        while sum(1 for r in list(server.log) if r.n_images) < len(demo) and proc.poll() is None \
+                and time.time() < deadline:
             time.sleep(0.05)
         # transient faults only ('garbage' replies would be stored verdicts and re-asked: not transient)
         server.fault_kinds = ('429', '500', 'malformed', 'empty')

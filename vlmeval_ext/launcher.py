@@ -40,7 +40,7 @@ from vlmeval_ext.errors import EndpointUnavailable, ExtError, KitEntryPointNotFo
 
 PREFIX = '[vlmeval-ext]'
 RUN_PY_OVERRIDE = 'VLMEVALKIT_RUN_PY'
-PROBE_PROMPT = 'Reply with the single word: ready'
+PROBE_PROMPT = 'Connection test: reply with OK.'
 
 
 def say(message: str, level: str = 'INFO') -> None:

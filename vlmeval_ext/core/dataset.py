@@ -221,6 +221,8 @@ class ExtImageDataset(ImageBaseDataset):
         try:
             download_file(url, partial)
         except Exception as err:  # the kit raises a bare Exception for every download failure
+            if osp.exists(partial):
+                os.remove(partial)
             raise DataError(f'{dataset}: could not download {url} ({err}); build it locally with '
                             f'`vlmeval-ext prepare {dataset} --from DIR`') from err
         expected = self.DATASET_MD5.get(dataset)
