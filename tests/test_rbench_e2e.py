@@ -148,8 +148,14 @@ def _score_json(work: Path) -> dict:
     return json.loads((work / MODEL / f'{MODEL}_{DATA}_score.json').read_text())
 
 
+def _newest_kit_file(folder: Path, name: str) -> Path:
+    """`name` as the kit's last run wrote it. Kit difference: an upstream checkout writes each run into
+    <model>/<run id>/ and links the files into <model>/ only when the run finishes (not for a killed run)."""
+    return max((p for p in folder.rglob(name) if not p.is_symlink()), key=lambda p: p.stat().st_mtime)
+
+
 def _cache_keys(work: Path) -> list[tuple[str, str]]:
-    path = work / MODEL / f'{MODEL}_{DATA}_loopback-judge_verdicts.jsonl'
+    path = _newest_kit_file(work / MODEL, f'{MODEL}_{DATA}_loopback-judge_verdicts.jsonl')
     keys = []
     for line in path.read_text().splitlines():
         try:
@@ -353,7 +359,7 @@ def test_full_name_reaches_the_kit_model_builder(tmp_path):
     proc = run_kit(['--data', 'R-Bench-Full', '--model', 'InternVL2-1B', '--work-dir', tmp_path / 'out'], env=env)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert '[vlmeval-ext] FAILED: InternVL2-1B x R-Bench-Full' in proc.stderr
-    status = json.loads((tmp_path / 'out' / 'InternVL2-1B' / 'status.json').read_text())
+    status = json.loads(_newest_kit_file(tmp_path / 'out' / 'InternVL2-1B', 'status.json').read_text())
     entry = status['datasets']['R-Bench-Full']
     # the dataset was built (prediction file planned) and the failure is the model's weights, offline
     assert entry['prediction_file'].endswith('InternVL2-1B_R-Bench-Full.xlsx')

@@ -193,7 +193,7 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
         try:
             config = json.loads(Path(args.config).read_text(encoding='utf-8'))
         except (OSError, ValueError) as err:
-            raise RefusedArgument(f'--config {args.config}: cannot be read as JSON ({err})') from None
+            raise ExtError(f'--config {args.config}: cannot be read as JSON ({err})') from None
         models, datasets = list(config.get('model', {})), list(config.get('data', {}))
     else:
         models, datasets = list(args.model or []), list(args.data or [])
@@ -269,7 +269,7 @@ def api_model_builders(args: argparse.Namespace, plan: RunPlan) -> dict:
     builders = {}
     if args.base_url and not args.config:
         from functools import partial
-        for name in plan.models:
+        for name in args.model or []:            # as given: the served model's name (folders replace '/')
             kwargs = {'model': name, 'api_base': f"{args.base_url.rstrip('/')}/chat/completions"}
             if args.timeout:
                 kwargs['timeout'] = args.timeout
