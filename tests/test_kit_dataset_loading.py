@@ -102,7 +102,7 @@ def test_a_sidecar_md5_mismatch_is_an_error_never_a_download(grab, lmu):
     path = _write(lmu, [_png_b64((1, 2, 3))])
     (lmu / 'GRAB.tsv.md5').write_text('0' * 32 + '\n')
     before = path.read_bytes()
-    with pytest.raises(DataError, match=r'GRAB\.tsv: md5 .* does not match the expected 0{32}.*vlmeval-ext prepare GRAB'):
+    with pytest.raises(DataError, match=r'GRAB\.tsv: md5 .* does not match the expected 0{32}.*prepare GRAB'):
         grab('GRAB')
     assert path.read_bytes() == before
 
@@ -152,3 +152,26 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
+
+
+def test_retrieval_text_rows_without_images_survive_the_kits_init(lmu):
+    """RoCOCO retrieval: image rows hold a COCO image, text rows none; the kit's __init__ would drop rows
+    without an image, so the column is kept aside while it runs."""
+    import vlmeval_ext
+    vlmeval_ext.register()
+    from vlmeval_ext.rococo.dataset import RoCOCORetrieval
+    jpeg = _png_b64((5, 5, 5))
+    rows = [{'index': 0, 'kind': 'image', 'item': 0, 'image_row': 0, 'ground_truth': '', 'seed': 0,
+             'source': 'a.png', 'question': '', 'image': jpeg},
+            *({'index': k, 'kind': 'text', 'item': k - 1, 'image_row': 0, 'ground_truth': 'yes', 'seed': 0,
+               'source': '', 'question': f'a caption {k}', 'image': ''} for k in (1, 2))]
+    name = 'RoCOCO-I2T-same_concept'
+    pd.DataFrame(rows).to_csv(lmu / f'{name}.tsv', sep='\t', index=False)
+    ds = RoCOCORetrieval(name)
+    assert len(ds) == 3 and ds.data['kind'].tolist() == ['image', 'text', 'text']
+    assert ds.build_prompt(1) == [{'type': 'text', 'value': 'a caption 1'}]
+    assert ds.build_prompt(0)[0]['type'] == 'image'
+    rows[2]['image'] = jpeg
+    pd.DataFrame(rows).to_csv(lmu / f'{name}.tsv', sep='\t', index=False)
+    with pytest.raises(DataError, match=r"row 4, column 'image': this row takes no image"):
+        RoCOCORetrieval(name)

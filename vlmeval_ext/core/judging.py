@@ -178,8 +178,8 @@ def bind_judge(judge_kwargs: dict, default_model: str,
         return JudgeHandle(name=model, call=offline_factory(), mode=mode, nproc=1, retries=0, backoff=0.0,
                            offline=True)
     if model == 'exact_matching':
-        raise JudgeConfigError('this benchmark needs an LLM judge (the kit would silently fall back to exact matching); '
-                         'pass --judge MODEL (OpenAI-compatible, see README) or --judge offline')
+        raise JudgeConfigError('this benchmark needs an LLM judge (the kit would silently fall back to exact '
+                               'matching); pass --judge MODEL (OpenAI-compatible, see README) or --judge offline')
     call, host = kit_judge_caller(model, **kwargs)
     handle = JudgeHandle(name=model, call=call, mode=mode, nproc=nproc, retries=retries, backoff=backoff,
                          endpoint_host=host)

@@ -18,7 +18,7 @@ import os.path as osp
 import pandas as pd
 
 from vlmeval_ext.core.dataset import ExtImageDataset, kit_fail_message, safe_join, tsv_path
-from vlmeval_ext.core.io import DataError, load_predictions, stem_path, write_json
+from vlmeval_ext.core.io import DataError, load_predictions, require_columns, stem_path, write_json
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
 
@@ -101,7 +101,8 @@ class RoCOCORetrieval(ExtImageDataset):
 
     def image_rows(self, data):
         """Image rows hold an image, text rows none."""
-        kinds = set(str(k) for k in data['kind']) if 'kind' in data else {'<no column kind>'}
+        require_columns(data, self.REQUIRED_COLUMNS, self.data_path)
+        kinds = {str(k) for k in data['kind']}
         if not kinds <= {'image', 'text'}:
             raise DataError(f'{self.data_path}: column \'kind\' must be image or text, found {sorted(kinds)}')
         return [str(k) == 'image' for k in data['kind']]
