@@ -208,6 +208,8 @@ def test_mcq_and_vqa_rc_through_run_py_with_no_judge_reachable(tmp_path, loopbac
     lmu = build_rc(tmp_path, kit_env)
     textvqa_md5 = (lmu / 'TextVQA_VAL.tsv').read_bytes()
     env = {**kit_env, 'OPENAI_API_BASE': closed_port_url()}     # where the kit's default judge would go
+    from vlmeval_ext.launcher import PROBE_PROMPT
+    loopback.script(re.escape(PROBE_PROMPT), 'OK')         # the launcher's one test call to the model
     loopback.default = scripted_model
     cfg = loopback_model_config(loopback, {n: {'class': 'CorruptedDataset', 'dataset': n}
                                            for n in ('AI2D_MINI-RC', 'TextVQA_VAL-RC')}, wait=0)
@@ -218,8 +220,9 @@ def test_mcq_and_vqa_rc_through_run_py_with_no_judge_reachable(tmp_path, loopbac
     assert 'OPENAI API is not working' not in console and 'gpt-4o-mini' not in console
     assert loopback.count(r'key=') == 4 * 7                 # every MCQ reference and distorted row was asked
     assert loopback.count(r'vqa item=[01]') == 3 * 2         # VQA items 0, 1: once per row
-    assert all(r.n_images == 1 for r in loopback.log)       # only the model was asked, never a judge
-    assert all(len(r.parts) == 2 for r in loopback.log)     # the base dataset's prompt: one image + its text
+    items = [r for r in loopback.log if PROBE_PROMPT not in r.prompt]
+    assert all(r.n_images == 1 for r in items)              # only the model was asked, never a judge
+    assert all(len(r.parts) == 2 for r in items)            # the base dataset's prompt: one image + its text
     assert any('Answer the question using a single word' in r.prompt for r in loopback.log)  # TextVQA's prompt
     assert (lmu / 'TextVQA_VAL.tsv').read_bytes() == textvqa_md5    # the kit never downloaded over the copy
 

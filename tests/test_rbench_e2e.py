@@ -145,15 +145,22 @@ def expected_rows(demo, mode: str = 'official') -> list[dict]:
 
 
 def _judge_requests(log):
-    return [r for r in log if r.n_images == 0 and PREFLIGHT not in r.prompt]
+    from vlmeval_ext.launcher import PROBE_PROMPT      # the launcher's one test call to the model
+    return [r for r in log if r.n_images == 0 and PREFLIGHT not in r.prompt and PROBE_PROMPT not in r.prompt]
 
 
 def _score_json(work: Path) -> dict:
     return json.loads((work / MODEL / f'{MODEL}_{DATA}_score.json').read_text())
 
 
+def _newest_kit_file(folder: Path, name: str) -> Path:
+    """`name` as the kit's last run wrote it. Kit difference: an upstream checkout writes each run into
+    <model>/<run id>/ and links the files into <model>/ only when the run finishes (not for a killed run)."""
+    return max((p for p in folder.rglob(name) if not p.is_symlink()), key=lambda p: p.stat().st_mtime)
+
+
 def _cache_keys(work: Path) -> list[tuple[str, str]]:
-    path = work / MODEL / f'{MODEL}_{DATA}_loopback-judge_verdicts.jsonl'
+    path = _newest_kit_file(work / MODEL, f'{MODEL}_{DATA}_loopback-judge_verdicts.jsonl')
     keys = []
     for line in path.read_text().splitlines():
         try:
@@ -184,6 +191,8 @@ def runs(tmp_path_factory):
     server = LoopbackServer(seed=3).start()
     try:
         model = ScriptedModel(demo)
+        from vlmeval_ext.launcher import PROBE_PROMPT
+        server.script(re.escape(PROBE_PROMPT), 'OK')         # the launcher's one test call to the model
         server.default = model
         env = kit_environment(tmp, server)
         cfg = write_config(tmp, loopback_model_config(server, {DATA: {'class': 'RBenchFull', 'dataset': DATA}}))
@@ -198,10 +207,11 @@ def runs(tmp_path_factory):
             return subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True)
 
-        # 1. official, faults injected as soon as judging starts (inference stays clean)
+        # 1. official, faults injected as soon as inference is done (inference stays clean)
         proc = popen(args(tmp / 'official', 'official'))
         deadline = time.time() + 300
-        while not server.count(re.escape(PREFLIGHT)) and proc.poll() is None and time.time() < deadline:
+        while sum(1 for r in list(server.log) if r.n_images) < len(demo) and proc.poll() is None \
+                and time.time() < deadline:
             time.sleep(0.05)
         # transient faults only ('garbage' replies would be stored verdicts and re-asked: not transient)
         server.fault_kinds = ('429', '500', 'malformed', 'empty')
@@ -360,7 +370,7 @@ def test_full_name_reaches_the_kit_model_builder(tmp_path):
     proc = run_kit(['--data', 'R-Bench-Full', '--model', 'InternVL2-1B', '--work-dir', tmp_path / 'out'], env=env)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert '[vlmeval-ext] FAILED: InternVL2-1B x R-Bench-Full' in proc.stderr
-    status = json.loads((tmp_path / 'out' / 'InternVL2-1B' / 'status.json').read_text())
+    status = json.loads(_newest_kit_file(tmp_path / 'out' / 'InternVL2-1B', 'status.json').read_text())
     entry = status['datasets']['R-Bench-Full']
     # the dataset was built (prediction file planned) and the failure is the model's weights, offline
     assert entry['prediction_file'].endswith('InternVL2-1B_R-Bench-Full.xlsx')

@@ -33,6 +33,7 @@ from test_secrets_run import KEY_PARTS, leaks
 from vlmeval_ext.core.io import write_kit_tsv
 from vlmeval_ext.core.judge import VerdictCache, run_tasks
 from vlmeval_ext.corrupt.variants import INDEX_SLOT, build_rc_frame
+from vlmeval_ext.launcher import PROBE_PROMPT
 from vlmeval_ext.rbench import evaluation as rb_eval
 from vlmeval_ext.rbench.make_demo import DEMO_TSV as RBENCH_TSV
 from vlmeval_ext.rbench.score import resolve_aliases
@@ -126,6 +127,8 @@ class Play:
         bench, key = self.item_of(body)
         if bench == 'judge':
             prompt = _text(body)
+            if PROBE_PROMPT in prompt:               # the launcher's one test call to the model
+                return 'OK'
             return 'ready' if PREFLIGHT in prompt else judge_reply(prompt)
         if self.force_failures and FORCED[bench] == key:
             return ''
@@ -204,7 +207,7 @@ def model_log(play, log) -> list[tuple[str, object, str, str | None]]:
 
 
 def judge_log(log) -> list:
-    return [r for r in log if r.n_images == 0 and PREFLIGHT not in r.prompt]
+    return [r for r in log if r.n_images == 0 and PREFLIGHT not in r.prompt and PROBE_PROMPT not in r.prompt]
 
 
 def shows(summary: str, key: str, n: int) -> bool:

@@ -19,7 +19,6 @@ JUDGE_MARK = 'A generative model has been asked this question'
 
 @pytest.fixture(scope='module')
 def grab_cls():
-    import vlmeval.dataset  # noqa: F401
     from vlmeval_ext.grab.dataset import GRAB
     return GRAB
 

@@ -80,16 +80,18 @@ def test_mcq_demo_through_run_py_with_loopback_model(tmp_path, loopback, kit_env
         unparsed += kind == 4
         block = '\n'.join(f'{c}. {item[c]}' for c in 'ABCD')
         loopback.script(re.escape(block), reply)
+    from vlmeval_ext.launcher import PROBE_PROMPT
+    loopback.script(re.escape(PROBE_PROMPT), 'OK')         # the launcher's one test call to the model
     loopback.default = 'UNSCRIPTED'
     cfg = loopback_model_config(loopback, {DEMO_NAME: {'class': 'RoCOCOMCQ', 'dataset': DEMO_NAME}})
     env = dict(kit_env, PRED_FORMAT='tsv')
     proc = run_kit(['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out', '--api-nproc', '4'],
                    env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert loopback.count() == len(demo) and loopback.count('UNSCRIPTED') == 0
+    items = [r for r in loopback.log if PROBE_PROMPT not in r.prompt]
+    assert len(items) == len(demo) == loopback.count() - 1 and loopback.count('UNSCRIPTED') == 0
     # every request: one image and the kit-style MCQ prompt
-    assert all(r.n_images == 1 and r.prompt.endswith(Q.INSTRUCTION) and 'Options:\nA. ' in r.prompt
-               for r in loopback.log)
+    assert all(r.n_images == 1 and r.prompt.endswith(Q.INSTRUCTION) and 'Options:\nA. ' in r.prompt for r in items)
     score_file = next((tmp_path / 'out').rglob(f'*_{DEMO_NAME}_score.json'))
     scores = json.loads(score_file.read_text())
     n = len(demo)

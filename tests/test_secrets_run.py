@@ -1,7 +1,8 @@
-"""No API key in anything a run writes (issue 8): a full GRAB run with a known fake key in OPENAI_API_KEY and
-also on the command line (--judge-key, which the kit logs and stores), then every file under the work dir and
-LMUData is searched for it (xlsx members unzipped), plus the console output. Also an uninterrupted run's scores
-(the reference for test_reliability_grab's kill/resume scenario).
+"""No API key in anything a run writes: a full GRAB run with a known fake key in OPENAI_API_KEY (model and judge
+both use it), then every file under the work dir and LMUData is searched for it (xlsx members unzipped), plus the
+console output. The same run with the key on the command line (--judge-key, which the kit would store in
+status.json and log) is refused before the kit starts. Also an uninterrupted run's scores (the reference for
+test_reliability_grab's kill/resume scenario).
 """
 from __future__ import annotations
 
@@ -47,7 +48,12 @@ def test_no_key_in_any_file_or_output_of_a_run(tmp_path):
     env = kit_environment(tmp_path, server)
     assert env['OPENAI_API_KEY'] == FAKE_KEY
     try:
-        proc = run(kit_command(tmp_path, server, '--api-nproc', '8', '--judge-key', FAKE_KEY), env)
+        refused = run(kit_command(tmp_path, server, '--api-nproc', '8', '--judge-key', FAKE_KEY), env)
+        assert refused.returncode == 2 and not (tmp_path / 'out').exists() and not server.log
+        assert '--judge-key would be written' in refused.stderr and 'OPENAI_API_KEY' in refused.stderr
+        for stream in (refused.stdout, refused.stderr):
+            assert not any(k in stream for k in KEY_PARTS)
+        proc = run(kit_command(tmp_path, server, '--api-nproc', '8'), env)
     finally:
         server.stop()
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -1,5 +1,6 @@
 """Upstream readiness: every dataset class works with the plugin's CLI and launcher absent (as it would inside
-VLMEvalKit's vlmeval/dataset/, where only the imports change)."""
+VLMEvalKit's vlmeval/dataset/, where only the imports change and the class is listed in the kit's dataset table,
+which `vlmeval_ext.register()` does here)."""
 from __future__ import annotations
 
 import os
@@ -23,6 +24,8 @@ def test_dataset_classes_import_and_build_without_cli_or_launcher(tmp_path):
     code = f'''
 import importlib, sys
 import vlmeval.dataset as kit
+import vlmeval_ext
+vlmeval_ext.register()
 assert 'vlmeval_ext.cli' not in sys.modules and 'vlmeval_ext.launcher' not in sys.modules
 paths = {DATASET_CLASS_PATHS!r}
 for path in paths:

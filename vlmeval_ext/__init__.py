@@ -1,12 +1,14 @@
 """vlmeval-ext: extra VLMEvalKit benchmarks (R-Bench-Full, GRAB, ReMI, RoCOCO, corruption robustness).
 
-`import vlmeval_ext` registers every dataset class and reference model of this package into the kit. It stays
-cheap: if the kit's `vlmeval.dataset` / `vlmeval.config` are already imported they are patched now, otherwise
-they are patched the moment the kit imports them (a post-import hook), so pure modules such as
-`vlmeval_ext.grab.score` never pull in torch.
+`import vlmeval_ext` does nothing to the kit and does not import it. To make the kit know our datasets and
+models, call `vlmeval_ext.register()` once before the kit builds them (our `run.py` / `vlmeval-ext run` do):
+
+    import vlmeval_ext
+    vlmeval_ext.register()
 """
 __version__ = '0.1.0'
 
-from vlmeval_ext.registry import install as _install
+from vlmeval_ext.errors import ExtError
+from vlmeval_ext.registry import register
 
-_install()
+__all__ = ['ExtError', 'register', '__version__']

@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+from vlmeval_ext.errors import ExtError, report
+
 # Subcommands implemented by a benchmark module: name -> ('module:function taking argv', help).
 DELEGATED = {
     'corrupt-image': ('vlmeval_ext.corrupt.cli:corrupt_image_main', 'write the 33 distortions of one image'),
@@ -18,15 +20,15 @@ DELEGATED = {
 
 
 def _dataset_class(name: str):
-    from vlmeval_ext.registry import dataset_classes, our_dataset_names
-    for cls in dataset_classes():
-        if name in cls.supported_datasets():
-            return cls
+    from vlmeval_ext.registry import class_for_dataset, our_dataset_names
+    cls = class_for_dataset(name)
+    if cls is not None:
+        return cls
     if name.endswith('-RC'):
         # A robustness variant evaluates from its predictions alone; its TSV need not be present.
         from vlmeval_ext.corrupt.dataset import CorruptedDataset
         return CorruptedDataset
-    raise SystemExit(f'[vlmeval-ext] ERROR: unknown dataset {name!r}; ours are: {", ".join(our_dataset_names())}')
+    raise ExtError(f'unknown dataset {name!r}; ours are: {", ".join(our_dataset_names())}')
 
 
 def cmd_run(argv):
@@ -49,7 +51,7 @@ def cmd_eval(argv):
     p.add_argument('--judge-timeout', type=int, default=600)
     args = p.parse_args(argv)
     if not os.path.isfile(args.pred):
-        raise SystemExit(f'[vlmeval-ext] ERROR: predictions file {args.pred} not found')
+        raise ExtError(f'predictions file {args.pred} not found')
     cls = _dataset_class(args.data)
     judge_kwargs = {'nproc': args.api_nproc, 'judge_retries': args.retry, 'timeout': args.judge_timeout}
     if args.judge_args:
@@ -60,6 +62,29 @@ def cmd_eval(argv):
         judge_kwargs['api_base'] = f"{args.judge_base_url.rstrip('/')}/chat/completions"
     result = cls.for_evaluation(args.data).evaluate(args.pred, **judge_kwargs)
     _print_result(result)
+    from vlmeval_ext.reporting import write_run_records
+    records = write_run_records(args.data, args.pred, judge_kwargs)
+    print(f'run records: {records["manifest"]}' + (f', {records["vs_paper"]}' if records['vs_paper'] else ''))
+    return 0
+
+
+def cmd_records(argv):
+    p = argparse.ArgumentParser(prog='vlmeval-ext records',
+                                description='Write <stem>_manifest.json (and <stem>_vs_paper.* when the model maps '
+                                            'to a published row) for a predictions file the kit evaluated, e.g. '
+                                            'after running the kit\'s own run.py. Our run.py does this itself.')
+    p.add_argument('pred', help="the kit's predictions file, <work-dir>/<model>/[<run>/]<model>_<dataset>.xlsx")
+    p.add_argument('--data', required=True)
+    p.add_argument('--judge', default=None, help='the --judge of the run (recorded when the score file names none)')
+    args = p.parse_args(argv)
+    if not os.path.isfile(args.pred):
+        raise ExtError(f'predictions file {args.pred} not found')
+    _dataset_class(args.data)
+    from vlmeval_ext.reporting import write_run_records
+    records = write_run_records(args.data, args.pred, {'model': args.judge} if args.judge else {})
+    print(records['manifest'])
+    if records['vs_paper']:
+        print(records['vs_paper'])
     return 0
 
 
@@ -80,7 +105,7 @@ def cmd_prepare(argv):
     args = p.parse_args(argv)
     cls = _dataset_class(args.name)
     if not hasattr(cls, 'prepare'):
-        raise SystemExit(f'[vlmeval-ext] ERROR: {args.name} is built by another command (see README)')
+        raise ExtError(f'{args.name} is built by another command (see README)')
     path = cls.prepare(args.name, args.source)
     from vlmeval_ext.core.io import file_md5
     print(f'{args.name}: {path} (md5 {file_md5(path)})')
@@ -95,7 +120,7 @@ def cmd_list(argv):
     rows = []
     for cls in dataset_classes():
         for name in cls.supported_datasets():
-            path = tsv_path(name)
+            path = tsv_path(cls.source_split(name))
             if os.path.exists(path):
                 state, size, md5 = 'prepared', f'{os.path.getsize(path) / 1e6:.1f} MB', file_md5(path)
             else:
@@ -109,6 +134,7 @@ def cmd_list(argv):
 
 COMMANDS = {'run': (cmd_run, 'run.py with our datasets registered (all kit flags)'),
             'eval': (cmd_eval, 'evaluate an existing predictions file'),
+            'records': (cmd_records, 'write the manifest and paper comparison of an evaluated predictions file'),
             'prepare': (cmd_prepare, 'build a dataset TSV under $LMUData'),
             'list': (cmd_list, 'our datasets and their state')}
 
@@ -121,8 +147,8 @@ def main(argv=None) -> None:
             print(f'  {name:15s} {help_text}')
         sys.exit(0 if argv else 2)
     name, rest = argv[0], argv[1:]
-    from vlmeval_ext.core.io import DataError
-    from vlmeval_ext.core.judge import JudgeUnavailable
+    from vlmeval_ext.core.secrets import install_log_redaction
+    install_log_redaction()
     try:
         if name in COMMANDS:
             code = COMMANDS[name][0](rest)
@@ -132,7 +158,6 @@ def main(argv=None) -> None:
         else:
             print(f'[vlmeval-ext] ERROR: unknown command {name!r}; run `vlmeval-ext --help`', file=sys.stderr)
             code = 2
-    except (DataError, JudgeUnavailable) as err:
-        print(f'[vlmeval-ext] ERROR: {err}', file=sys.stderr)
-        code = 2
+    except ExtError as err:
+        code = report(err)
     sys.exit(code or 0)

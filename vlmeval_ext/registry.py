@@ -1,28 +1,39 @@
-"""Registration of this package's datasets and models into VLMEvalKit (idempotent).
+"""`register()`: put this package's datasets and models into VLMEvalKit's own tables (explicit, idempotent).
 
-Works with ms-vlmeval and an upstream checkout alike: the kit has no plugin hook, so we extend its tables in
-place: `vlmeval.dataset.DATASET_CLASSES` / `SUPPORTED_DATASETS`, attributes of `vlmeval.dataset` (so `--config`
-JSON "class" lookup works) and `vlmeval.config.supported_VLM`.
+VLMEvalKit has no plugin hook; its run.py looks datasets up in `vlmeval.dataset.DATASET_CLASSES` /
+`SUPPORTED_DATASETS` (and `getattr(vlmeval.dataset, name)` for a `--config` "class") and models in
+`vlmeval.config.supported_VLM` (and `vlmeval.vlm` / `vlmeval.api` for a `--config` "class"). `register()` adds ours
+to those tables, the same way in ms-vlmeval and in an upstream checkout. It is the only place that does, and
+nothing calls it implicitly: `import vlmeval_ext` has no side effects. Our launcher (`run.py`, `vlmeval-ext run`)
+calls it; a script that runs the kit's own entry point calls it first:
+
+    import vlmeval_ext
+    vlmeval_ext.register()
+    from vlmeval.run import main    # ms-vlmeval; upstream: run the checkout's run.py
+    main()
+
+The tables below name each class as 'module:Class' and are imported only by register() (or by the functions
+that need the classes), so the pure modules of this package never import the kit.
 """
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
-import sys
+from functools import partial
 
-# 'module:Class' of every dataset class we add. Each class defines its own DATASET_URL (never the kit's).
-DATASET_CLASS_PATHS = [
+from vlmeval_ext.errors import KitNotInstalled
+
+# Every dataset class we add, in this order, in front of the kit's own (our names are our own; a kit class that
+# matches names loosely must not take them). Each class defines its own DATASET_URL.
+DATASET_CLASS_PATHS = (
     'vlmeval_ext.rbench.dataset:RBenchFull',
     'vlmeval_ext.grab.dataset:GRAB',
     'vlmeval_ext.remi.dataset:ReMI',
     'vlmeval_ext.rococo.dataset:RoCOCOMCQ',
     'vlmeval_ext.rococo.dataset:RoCOCORetrieval',
     'vlmeval_ext.corrupt.dataset:CorruptedDataset',
-]
+)
 
-# Models of this package: name -> ('module:Class', default kwargs). The classes are also set as attributes of
-# `vlmeval.vlm`, so a --config JSON can name them with "class".
+# Models of this package: name -> ('module:Class', default kwargs).
 MODEL_FACTORIES = {
     # Needs no weights: an honest, named reference model (each benchmark's naive baseline).
     'Naive-Baseline': ('vlmeval_ext.models.reference:NaiveBaseline', {}),
@@ -37,154 +48,82 @@ MODEL_FACTORIES = {
                         {'backend': 'hf-blip', 'model_path': 'Salesforce/blip-itm-base-coco'}),
 }
 
-_HOOKED = ('vlmeval.dataset', 'vlmeval.config')
-_done: set[str] = set()
+KIT_MISSING = ('VLMEvalKit is not installed in this environment (`import vlmeval` failed: {err}). Install it '
+               "with the plugin, `pip install 'vlmeval-ext[ms]'` (PyPI's ms-vlmeval), or install your VLMEvalKit "
+               'checkout: `pip install -e /path/to/VLMEvalKit`.')
 
 
-def _load(path: str):
+def import_kit(module: str = 'vlmeval'):
+    """Import a kit module; a missing kit is one clear KitNotInstalled error (any other failure is raised)."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name is not None and (err.name == 'vlmeval' or err.name.startswith('vlmeval.')):
+            raise KitNotInstalled(KIT_MISSING.format(err=err)) from err
+        raise
+
+
+def load_object(path: str):
+    """The object named by 'module:attribute'."""
     module, _, name = path.partition(':')
     return getattr(importlib.import_module(module), name)
 
 
-_classes: dict[str, type] = {}
-
-
-def _is_circular(err: Exception) -> bool:
-    return 'partially initialized module' in str(err) or 'circular import' in str(err)
-
-
-def _collect_classes() -> bool:
-    """Import our dataset classes; True when all are loaded.
-
-    When the kit's import was triggered from inside one of our modules (e.g. `import vlmeval_ext.grab.dataset`
-    first), that module is caught mid-import: it is left for later, and its class registers itself as it is
-    created (ExtImageDataset.__init_subclass__). Any other import error is raised: nothing is skipped silently.
-    """
-    complete = True
-    for path in DATASET_CLASS_PATHS:
-        if path in _classes:
-            continue
-        try:
-            _classes[path] = _load(path)
-        except ModuleNotFoundError as err:
-            if not (err.name or '').startswith('vlmeval_ext'):
-                raise
-            # A benchmark module missing from this install: say so loudly; its names stay unknown to the kit.
-            print(f'[vlmeval-ext] WARNING: dataset class {path} is not available: {err}', file=sys.stderr)
-            complete = False
-        except (ImportError, AttributeError) as err:
-            if not _is_circular(err):
-                raise
-            complete = False
-    return complete
-
-
 def dataset_classes() -> list[type]:
     """Our dataset classes, in DATASET_CLASS_PATHS order (imports the kit)."""
-    _collect_classes()
-    return [_classes[p] for p in DATASET_CLASS_PATHS if p in _classes]
+    import_kit('vlmeval.dataset')
+    return [load_object(path) for path in DATASET_CLASS_PATHS]
 
 
 def our_dataset_names() -> list[str]:
-    names = []
+    """Every dataset name our classes support now (imports the kit)."""
+    return [name for cls in dataset_classes() for name in cls.supported_datasets()]
+
+
+def class_for_dataset(name: str) -> type | None:
+    """Our class that supports dataset `name`, or None."""
     for cls in dataset_classes():
-        names.extend(cls.supported_datasets())
-    return names
+        if name in cls.supported_datasets():
+            return cls
+    return None
 
 
-def kit_dataset_module_ready() -> bool:
-    module = sys.modules.get('vlmeval.dataset')
-    spec = getattr(module, '__spec__', None)
-    return module is not None and not getattr(spec, '_initializing', False) and hasattr(module, 'DATASET_CLASSES')
+def register_datasets(kit_dataset_module) -> list[type]:
+    """Put our dataset classes into the kit's dataset tables (idempotent); returns them."""
+    classes = dataset_classes()
+    for cls in reversed(classes):            # inserted in front, keeping DATASET_CLASS_PATHS order
+        if cls not in kit_dataset_module.DATASET_CLASSES:
+            kit_dataset_module.DATASET_CLASSES.insert(0, cls)
+    for cls in classes:
+        for name in cls.supported_datasets():
+            if name not in kit_dataset_module.SUPPORTED_DATASETS:
+                kit_dataset_module.SUPPORTED_DATASETS.append(name)
+        setattr(kit_dataset_module, cls.__name__, cls)     # --config "class" lookup
+    return classes
 
 
-def register_class(cls) -> None:
-    """Put one dataset class into the kit's tables (idempotent)."""
-    import vlmeval.dataset as kit
-    if cls not in kit.DATASET_CLASSES:
-        # In front: our names are our own, and a kit class matching names loosely must not take them.
-        kit.DATASET_CLASSES.insert(0, cls)
-    for name in cls.supported_datasets():
-        if name not in kit.SUPPORTED_DATASETS:
-            kit.SUPPORTED_DATASETS.append(name)
-    setattr(kit, cls.__name__, cls)
-
-
-_collecting = False
-
-
-def register_datasets() -> None:
-    """Register every class we can load now; called again by each new class until all are in."""
-    global _collecting
-    if 'vlmeval.dataset' in _done or _collecting:
-        return
-    _collecting = True
-    try:
-        complete = _collect_classes()
-    finally:
-        _collecting = False
-    for cls in _classes.values():
-        register_class(cls)
-    if complete:
-        _done.add('vlmeval.dataset')
-
-
-def register_models() -> None:
-    if 'vlmeval.config' in _done:
-        return
-    _done.add('vlmeval.config')
-    from functools import partial
-
-    import vlmeval.config as config
-    import vlmeval.vlm as vlm
+def register_models(kit_config_module, kit_vlm_module) -> list[str]:
+    """Put our models into `supported_VLM` and their classes into `vlmeval.vlm` (idempotent); returns the names."""
     for name, (path, kwargs) in MODEL_FACTORIES.items():
-        cls = _load(path)
-        setattr(vlm, cls.__name__, cls)
-        if name not in config.supported_VLM:
-            config.supported_VLM[name] = partial(cls, name=name, **kwargs)
+        cls = load_object(path)
+        setattr(kit_vlm_module, cls.__name__, cls)         # --config "class" lookup
+        if name not in kit_config_module.supported_VLM:
+            kit_config_module.supported_VLM[name] = partial(cls, name=name, **kwargs)
+    return list(MODEL_FACTORIES)
 
 
-def register_all() -> None:
-    """Register now (imports the kit)."""
-    from vlmeval_ext.core.secrets import install_log_redaction
-    install_log_redaction()
-    register_models()
-    register_datasets()
+def register(redact_logs: bool = True) -> None:
+    """Register every dataset and model of vlmeval-ext into the installed VLMEvalKit (imports the kit).
 
-
-class _PostImportHook(importlib.abc.MetaPathFinder):
-    """Runs our registration right after the kit's own module finishes importing."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname not in _HOOKED or fullname in _done:
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return spec
-        original_exec = spec.loader.exec_module
-
-        def exec_module(module, _original=original_exec, _name=fullname):
-            _original(module)
-            from vlmeval_ext.core.secrets import install_log_redaction
-            install_log_redaction()
-            (register_datasets if _name == 'vlmeval.dataset' else register_models)()
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-_hook = _PostImportHook()
-
-
-def install() -> None:
-    """Called by `import vlmeval_ext`: register now for what the kit already imported, later for the rest."""
-    if 'vlmeval.config' in sys.modules:
-        register_all() if 'vlmeval.dataset' in sys.modules else register_models()
-    elif 'vlmeval.dataset' in sys.modules:
-        register_all()
-    if not any(isinstance(f, _PostImportHook) for f in sys.meta_path):
-        sys.meta_path.insert(0, _hook)
+    Idempotent: calling it again changes nothing. With `redact_logs` (the default) it also installs the log
+    redaction of `vlmeval_ext.core.secrets`, so no log line of the kit or ours can carry an API key (the kit
+    logs its judge's key when it builds one). Raises KitNotInstalled when `vlmeval` cannot be imported.
+    """
+    kit_dataset = import_kit('vlmeval.dataset')
+    kit_config = import_kit('vlmeval.config')
+    kit_vlm = import_kit('vlmeval.vlm')
+    if redact_logs:
+        from vlmeval_ext.core.secrets import install_log_redaction
+        install_log_redaction()
+    register_models(kit_config, kit_vlm)
+    register_datasets(kit_dataset)

@@ -1,14 +1,26 @@
-"""The thin base every dataset class of vlmeval-ext derives from (imports the kit).
+"""The thin base every image dataset class of vlmeval-ext derives from (imports the kit).
 
-It keeps the kit's contract (TSV with base64 images under $LMUData, `build_prompt(line)`, `evaluate(eval_file,
-**judge_kwargs)`, the kit's file names) and drops its bad habits: image-list cells are parsed with json /
-ast.literal_eval (the kit eval()s them), a missing or corrupt TSV is a clear error (the kit re-downloads or
-returns None), image paths cannot leave the image folder, and an md5 mismatch stops the run.
+`ExtImageDataset` is a kit `ImageBaseDataset` built the kit's way: the kit's own `__init__` runs (image-index
+references, list cells, integer indices, `post_build`), and `DATASET_URL` / `DATASET_MD5` mean what they mean in
+the kit (the URL of a hosted TSV, '' when none is hosted; the md5 of that TSV). Only `load_data` is ours. It finds
+`$LMUData/<name>.tsv` (a shipped demo split is copied there first; a hosted one is downloaded), checks its md5
+(DATASET_MD5, else the `.md5` sidecar `prepare` writes; a mismatch is an error, never a silent re-download),
+reads every cell as text and validates what the kit's `__init__` will touch, so the kit never runs our data as
+code:
+
+- `index`: present, unique, and each value a plain integer or a name (letters, digits, '_' and '-', starting
+  with a letter): the kit eval()s each index to test whether all are integers;
+- `image`: no empty cell; each cell one base64 image, a list of them (JSON or Python literal, rewritten as a
+  plain list literal, which is what the kit evaluates), or the index of another row holding an image;
+- `image_path`: no empty cell; list cells parsed into Python lists (the kit would eval them).
+
+`dump_image` is ours too: image names from data can never leave the image folder.
 """
 from __future__ import annotations
 
 import os
 import os.path as osp
+import re
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -16,22 +28,23 @@ from pathlib import Path
 import pandas as pd
 from vlmeval.dataset.image_base import ImageBaseDataset
 
-from vlmeval_ext.core.io import (DataError, check_unique_index, file_md5, parse_list_cell, read_table,
-                                 lmu_data_root, require_columns, stem_path, tsv_path, write_kit_tsv)
+from vlmeval_ext.core.io import (DataError, file_md5, lmu_data_root, parse_list_cell, read_table, require_columns,
+                                 stem_path, tsv_path, write_kit_tsv)
+
+__all__ = ['ExtImageDataset', 'write_dataset_tsv', 'safe_join', 'lmu_data_root', 'tsv_path',
+           'stem_path', 'kit_ready_table', 'SAFE_INDEX']
+
+# What the kit's eval() of an index may see: an integer, or a name that is no Python constant.
+SAFE_INDEX = re.compile(r'-?[0-9]+|[A-Za-z][A-Za-z0-9_\-]*')
+_PY_CONSTANTS = {'True', 'False', 'None'}
+_BASE64 = re.compile(r'[A-Za-z0-9+/=\r\n]+')
+# The kit's rule: an image cell of at most 64 characters names the row holding the image.
+KIT_REFERENCE_MAX = 64
 
 
 def write_dataset_tsv(df: pd.DataFrame, name: str, out_dir: str | None = None) -> str:
     """Write `<name>.tsv` under $LMUData (or out_dir) the kit's way, with the `.md5` sidecar load_data checks."""
     return write_kit_tsv(df, osp.join(out_dir or lmu_data_root(), f'{name}.tsv'))
-
-
-def kit_fail_message() -> str | None:
-    """The text the kit's API wrappers put in place of an answer when every call failed (an inference failure)."""
-    import inspect
-
-    from vlmeval.api.base import BaseAPI
-    parameter = inspect.signature(BaseAPI.__init__).parameters.get('fail_msg')
-    return parameter.default if parameter is not None else None
 
 
 def safe_join(root: str, name: str, where: str) -> str:
@@ -44,10 +57,93 @@ def safe_join(root: str, name: str, where: str) -> str:
     return path
 
 
+def _text(value) -> str:
+    """A cell as text ('' for an empty cell, whichever way the reader returned it)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ''
+    return value if isinstance(value, str) else str(value)
+
+
+def _check_index(values: list[str], path) -> None:
+    seen: dict[str, int] = {}
+    for row, value in enumerate(values):
+        where = f'{path}: row {row + 2}, column \'index\''
+        if not SAFE_INDEX.fullmatch(value) or value in _PY_CONSTANTS:
+            raise DataError(f'{where}: {value!r} is not a plain integer or name (letters, digits, _ and -, '
+                            'starting with a letter)')
+        if value in seen:
+            raise DataError(f'{where}: duplicate index {value!r} (first at row {seen[value] + 2})')
+        seen[value] = row
+
+
+def _image_cell(value: str, row: int, path, has_image: set[str]) -> str:
+    """The kit-ready text of one image cell (see the module docstring)."""
+    where = f'{path}: row {row + 2}, column \'image\''
+    text = value.strip()
+    if not text:
+        raise DataError(f'{where}: empty (every row needs an image, or the index of a row holding one)')
+    if text.startswith('['):
+        images = [_text(x) for x in parse_list_cell(text, path, row + 2, 'image')]
+        if not images:
+            raise DataError(f'{where}: an empty list of images')
+        for k, image in enumerate(images):
+            if len(image) <= KIT_REFERENCE_MAX or not _BASE64.fullmatch(image):
+                raise DataError(f'{where}: list item {k} is not a base64 image')
+        return str(images)          # a plain literal of base64 strings: what the kit's toliststr evaluates
+    if len(text) <= KIT_REFERENCE_MAX:
+        if text not in has_image:
+            raise DataError(f'{where}: {text!r} is neither an image nor the index of a row holding one')
+        return text
+    if not _BASE64.fullmatch(text):
+        raise DataError(f'{where}: not a base64 image (characters outside A-Z a-z 0-9 + / =)')
+    return text
+
+
+def _image_path_cell(value: str, row: int, path):
+    where = f'{path}: row {row + 2}, column \'image_path\''
+    text = value.strip()
+    if not text:
+        raise DataError(f'{where}: empty')
+    if text.startswith('[') and text.endswith(']'):
+        paths = [_text(x) for x in parse_list_cell(text, path, row + 2, 'image_path')]
+        if not paths or not all(paths):
+            raise DataError(f'{where}: an empty list or an empty path')
+        return paths                # a list: the kit's toliststr takes it as is (no eval)
+    return text
+
+
+def kit_ready_table(data: pd.DataFrame, path, required=('index',), image_rows=None) -> pd.DataFrame:
+    """Validate a dataset table and put the columns the kit's `ImageBaseDataset.__init__` reads into a form it
+    takes without running anything: `index` as text, `image` / `image_path` cells as described in the module
+    docstring. `image_rows` (a boolean mask) names the rows that must have an image (default: every row); the
+    others must leave it empty. Errors name the file, row and column."""
+    require_columns(data, tuple(required), path)
+    data = data.reset_index(drop=True)
+    data['index'] = [_text(x).strip() for x in data['index']]
+    _check_index(list(data['index']), path)
+    if 'image' in data:
+        cells = [_text(x) for x in data['image']]
+        mask = [True] * len(cells) if image_rows is None else [bool(x) for x in image_rows]
+        has_image = {i for i, c, m in zip(data['index'], cells, mask) if m and len(c.strip()) > KIT_REFERENCE_MAX}
+        out = []
+        for row, (cell, needed) in enumerate(zip(cells, mask)):
+            if needed:
+                out.append(_image_cell(cell, row, path, has_image))
+            elif cell.strip():
+                raise DataError(f'{path}: row {row + 2}, column \'image\': this row takes no image')
+            else:
+                out.append(None)
+        data['image'] = out
+    if 'image_path' in data:
+        data['image_path'] = [_image_path_cell(_text(x), row, path) for row, x in enumerate(data['image_path'])]
+    return data
+
+
 class ExtImageDataset(ImageBaseDataset):
-    """Base of our image datasets. Subclasses set SPEC, TYPE, DATASET_URL (their own!), REQUIRED_COLUMNS,
-    optionally DEMO_DATASETS {name: path inside the vlmeval_ext package}, and implement build_prompt/evaluate.
-    """
+    """Base of our image datasets. A subclass sets TYPE, SPEC, its OWN `DATASET_URL = {name: hosted TSV URL or
+    ''}` (every name it supports, demo splits included), `DATASET_MD5`, `DEMO_DATASETS = {name: path inside the
+    vlmeval_ext package}`, `REQUIRED_COLUMNS`, and implements `build_prompt` / `evaluate`. It keeps the kit's
+    `__init__(dataset, skip_noimg)`: the kit's run.py passes every CLI argument whose name is a parameter."""
 
     MODALITY = 'IMAGE'
     TYPE = 'VQA'
@@ -58,65 +154,14 @@ class ExtImageDataset(ImageBaseDataset):
     REQUIRED_COLUMNS: tuple = ('index', 'question')
     # Stop models (InternVL, Qwen-VL, ...) from replacing our official prompts with their own.
     force_use_dataset_prompt = True
-
-    def __init_subclass__(cls, **kwargs):
-        """Every evaluate of a subclass also writes `<stem>_manifest.json` (what the scores depend on)."""
-        super().__init_subclass__(**kwargs)
-        from vlmeval_ext import registry
-        if 'DATASET_URL' in cls.__dict__ and registry.kit_dataset_module_ready():
-            # Covers the import order `import vlmeval_ext.grab.dataset` first: the kit's registration ran while
-            # our modules were half-loaded; each class created afterwards registers itself and the rest.
-            registry.register_class(cls)
-            registry.register_datasets()
-        evaluate = cls.__dict__.get('evaluate')
-        if evaluate is None or getattr(evaluate, '_writes_manifest', False):
-            return
-
-        def evaluate_with_manifest(self, eval_file, **judge_kwargs):
-            from vlmeval_ext.core.manifest import write_manifest
-            self.manifest_extra = {}
-            result = evaluate(self, eval_file, **judge_kwargs)
-            from vlmeval_ext.core.io import read_table
-            write_manifest(self.dataset_name, eval_file, judge_kwargs, self.manifest_extra,
-                           n_items=len(read_table(eval_file)), tsv=tsv_path(self.dataset_name))
-            score_json = stem_path(eval_file, '_score.json')
-            if os.path.exists(score_json):
-                # Ours next to the paper's numbers when the model maps to a published row.
-                from vlmeval_ext.core.published import side_by_side_for_run
-                side_by_side_for_run(self.dataset_name, Path(eval_file).resolve().parent.name, score_json)
-            return result
-
-        evaluate_with_manifest._writes_manifest = True
-        evaluate_with_manifest.__doc__ = evaluate.__doc__
-        cls.evaluate = evaluate_with_manifest
-
-    # Only `dataset` and `skip_noimg`: the kit's run.py passes every CLI argument whose name matches.
-    def __init__(self, dataset: str, skip_noimg: bool = True):
-        self.dataset_name = dataset
-        self.img_root = osp.join(lmu_data_root(), 'images', dataset)
-        self.data_path = tsv_path(dataset)
-        data = self.load_data(dataset)
-        self.skip_noimg = skip_noimg
-        self.meta_only = 'image' not in data
-        if 'image' in data:
-            missing = data['image'].isna() | (data['image'].astype(str).str.strip() == '')   # cells are text
-            if missing.any():
-                rows = [int(i) + 2 for i in data.index[missing][:5]]
-                raise DataError(f'{self.data_path}: column \'image\' is empty at line(s) {rows}')
-            data['image'] = self._resolve_images(data)
-        if 'image_path' in data:
-            data['image_path'] = [self._as_list_or_str(v, i, 'image_path') for i, v in enumerate(data['image_path'])]
-        self.data = data
-        self.post_build(dataset)
+    # evaluate() writes PNG plots beside the scores; set False on an instance to skip them.
+    write_plots = True
 
     # ---- names and files --------------------------------------------------------------------------------------
     @classmethod
-    def supported_datasets(cls):
-        return list(cls.DATASET_URL) + [n for n in cls.DEMO_DATASETS if n not in cls.DATASET_URL]
-
-    @classmethod
     def for_evaluation(cls, dataset: str):
-        """An instance that can evaluate a predictions file without the dataset TSV being present."""
+        """An instance that can evaluate a predictions file without the dataset TSV being present (no data is
+        loaded: `evaluate` reads only the predictions file)."""
         if dataset not in cls.supported_datasets():
             raise DataError(f'{cls.__name__} does not know dataset {dataset!r}')
         obj = cls.__new__(cls)
@@ -128,51 +173,71 @@ class ExtImageDataset(ImageBaseDataset):
     def demo_tsv(cls, dataset: str) -> Path:
         return Path(str(resources.files('vlmeval_ext'))) / cls.DEMO_DATASETS[dataset]
 
-    def load_data(self, dataset):
-        path = self.data_path
-        if dataset in self.DEMO_DATASETS and not osp.exists(path):
-            # The demo split ships inside the package; place it under $LMUData as the kit expects.
+    @classmethod
+    def source_split(cls, dataset: str) -> str:
+        """The split whose TSV (`$LMUData/<split>.tsv`) holds `dataset`: itself, unless several names share one."""
+        return dataset
+
+    @classmethod
+    def run_record(cls, dataset: str) -> dict:
+        """What the scores of `dataset` depend on beyond the files: {'prompts': {name: template}, 'seeds': {...},
+        ...}; the run manifest stores it (templates as sha1). Subclasses extend it."""
+        return {}
+
+    def image_rows(self, data: pd.DataFrame):
+        """Which rows must hold an image (default: all)."""
+        return None
+
+    # ---- loading (the kit's __init__ calls this) -------------------------------------------------------------
+    def ensure_tsv(self, dataset: str) -> str:
+        """`$LMUData/<dataset>.tsv`, placed there first when it ships with the package or is hosted."""
+        path = tsv_path(dataset)
+        self.data_path = path
+        if osp.exists(path):
+            return path
+        if dataset in self.DEMO_DATASETS:
             shutil.copyfile(self.demo_tsv(dataset), path)
-        if not osp.exists(path):
-            raise DataError(f'{path}: dataset TSV not found. Build it with `vlmeval-ext prepare {dataset}` '
-                            f'(offline: `vlmeval-ext prepare {dataset} --from DIR`); LMUData={lmu_data_root()}')
+            return path
+        url = self.DATASET_URL.get(dataset, '')
+        if url:
+            self._download(dataset, url, path)
+            return path
+        raise DataError(f'{path}: dataset TSV not found. Build it with `vlmeval-ext prepare {dataset}` '
+                        f'(offline: `vlmeval-ext prepare {dataset} --from DIR`); LMUData={lmu_data_root()}')
+
+    def _download(self, dataset: str, url: str, path: str) -> None:
+        """The hosted TSV, downloaded with the kit's download_file into a temporary name, md5-checked, renamed."""
+        from vlmeval.smp import download_file
+        partial = f'{path}.partial{os.getpid()}'
+        try:
+            download_file(url, partial)
+        except Exception as err:  # the kit raises a bare Exception for every download failure
+            if osp.exists(partial):
+                os.remove(partial)
+            raise DataError(f'{dataset}: could not download {url} ({err}); build it locally with '
+                            f'`vlmeval-ext prepare {dataset} --from DIR`') from err
+        expected = self.DATASET_MD5.get(dataset)
+        if expected and file_md5(partial) != expected:
+            os.remove(partial)
+            raise DataError(f'{url}: the downloaded file\'s md5 is not the expected {expected}')
+        os.replace(partial, path)
+
+    def check_md5(self, dataset: str, path: str) -> None:
         expected = self.DATASET_MD5.get(dataset)
         sidecar = path + '.md5'
         if expected is None and osp.exists(sidecar):
-            expected = open(sidecar).read().strip()
+            expected = Path(sidecar).read_text().strip()
         if expected:
             actual = file_md5(path)
             if actual != expected:
                 raise DataError(f'{path}: md5 {actual} does not match the expected {expected}; the file is damaged '
                                 f'or from another source. Rebuild it with `vlmeval-ext prepare {dataset}`')
+
+    def load_data(self, dataset):
+        path = self.ensure_tsv(dataset)
+        self.check_md5(dataset, path)
         data = read_table(path)
-        require_columns(data, self.REQUIRED_COLUMNS, path)
-        check_unique_index(data, path)
-        data['index'] = [str(x) for x in data['index']]
-        if all(x.lstrip('-').isdigit() for x in data['index']):
-            data['index'] = [int(x) for x in data['index']]
-        return data
-
-    def _as_list_or_str(self, value, row, column):
-        if isinstance(value, str) and value.startswith('['):
-            items = [str(x) for x in parse_list_cell(value, self.data_path, row, column)]
-            return items[0] if len(items) == 1 else items
-        return value
-
-    def _resolve_images(self, data):
-        """Base64 images (or a list of them); a short cell names another row's index holding the image."""
-        cells = {str(k): str(v) for k, v in zip(data['index'], data['image'])}
-        out = []
-        for row, key in enumerate(data['index']):
-            cell = cells[str(key)]
-            if len(cell) <= 64 and not cell.startswith('['):
-                target = cells.get(cell)
-                if target is None or len(target) <= 64:
-                    raise DataError(f'{self.data_path}: row {row}, column \'image\': {cell!r} is neither an image '
-                                    'nor the index of a row holding one')
-                cell = target
-            out.append(self._as_list_or_str(cell, row, 'image'))
-        return out
+        return kit_ready_table(data, path, self.REQUIRED_COLUMNS, self.image_rows(data))
 
     def dump_image(self, line):
         """Decode the row's image(s) into img_root (never outside it); returns the list of paths."""
@@ -204,13 +269,3 @@ class ExtImageDataset(ImageBaseDataset):
     def naive_prediction(cls, prompt_text: str, dataset: str) -> str:
         """What this benchmark's naive baseline answers to a prompt (used by the `Naive-Baseline` model)."""
         raise NotImplementedError(f'{cls.__name__} defines no naive baseline')
-
-
-def _register_if_the_kit_loaded_first_through_us() -> None:
-    """`import vlmeval_ext.core.dataset` first: the kit's registration hook ran while this module was half-loaded."""
-    from vlmeval_ext import registry
-    if registry.kit_dataset_module_ready():
-        registry.register_datasets()
-
-
-_register_if_the_kit_loaded_first_through_us()

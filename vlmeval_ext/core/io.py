@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from vlmeval_ext.errors import ExtError
 
-class DataError(ValueError):
+
+class DataError(ExtError, ValueError):
     """Bad input data: the message names the file, and the row and column where known."""
 
 

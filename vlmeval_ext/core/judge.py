@@ -47,6 +47,8 @@ from urllib.parse import urlsplit
 
 from tqdm import tqdm
 
+from vlmeval_ext.errors import ExtError
+
 logger = logging.getLogger('vlmeval_ext.judge')
 
 MODES = ('official', 'efficient')
@@ -82,7 +84,7 @@ class JudgeCallError(RuntimeError):
     """A judge call that failed (HTTP error, timeout, empty or unusable reply)."""
 
 
-class JudgeUnavailable(RuntimeError):
+class JudgeUnavailable(ExtError, RuntimeError):
     """The judge answered nothing usable to the preflight call: stop before the run spends time."""
 
 

@@ -1,8 +1,9 @@
-"""`<stem>_manifest.json`: what a score depends on, written by every evaluation; `diff-manifests` compares two.
+"""`<stem>_manifest.json`: what a score depends on; `diff-manifests` compares two.
 
-The dataset base class writes it after each `evaluate`. A benchmark adds what only it knows by setting
-`self.manifest_extra` during evaluate: {'judge': {...}, 'prompts': {name: template}, 'seeds': {...},
-'counts': {...}}. Keys never appear: model arguments are filtered and every value passes the log redactor.
+`vlmeval_ext.reporting.write_run_records` writes it after an evaluation (the launcher after the kit's run, and
+`vlmeval-ext eval`), from the kit's output files and the benchmark's `run_record`: {'judge': {...}, 'prompts':
+{name: template}, 'seeds': {...}, 'counts': {...}}. Keys never appear: model arguments are filtered and every
+value passes the log redactor.
 """
 from __future__ import annotations
 
@@ -14,12 +15,21 @@ import os
 import subprocess
 import sys
 from importlib import metadata
+import re
 from pathlib import Path
 
 from vlmeval_ext.core.io import file_md5, stem_path, write_json
 from vlmeval_ext.core.secrets import redact
 
 SECRET_ARG_NAMES = ('key', 'api_key', 'token', 'secret', 'password')
+# The kit's per-run folder names (an upstream checkout writes <work-dir>/<model>/<eval id>/...).
+KIT_EVAL_ID = re.compile(r'T\d{8}-\d{6}|T\d{8}_G[0-9a-fA-F]+')
+
+
+def model_dir_of(eval_file: str | Path) -> Path:
+    """The kit's per-model folder of a predictions file: its folder, or the one above a per-run folder."""
+    parent = Path(eval_file).resolve().parent
+    return parent.parent if KIT_EVAL_ID.fullmatch(parent.name) else parent
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -69,12 +79,12 @@ def _kit_model_args(name: str) -> dict | None:
     return {'class': getattr(func, '__name__', str(func)), **_public_args(dict(getattr(factory, 'keywords', {}) or {}))}
 
 
-def _model_info(eval_file: str) -> dict:
-    """Model name = the kit's per-model work dir; class arguments from a --config in its status.json argv,
-    else from the kit's supported_VLM entry of that name (when the kit is loaded)."""
-    model_dir = Path(eval_file).resolve().parent
-    info = {'name': model_dir.name, 'class_args': None}
-    status = model_dir / 'status.json'
+def _model_info(eval_file: str, model_name: str | None = None) -> dict:
+    """Model name (given, else the kit's per-model work dir); class arguments from a --config in the run's
+    status.json argv, else from the kit's supported_VLM entry of that name (when the kit is loaded)."""
+    name = model_name or model_dir_of(eval_file).name
+    info = {'name': name, 'class_args': None}
+    status = Path(eval_file).resolve().parent / 'status.json'
     if status.exists():
         try:
             argv = json.loads(status.read_text()).get('argv') or []
@@ -83,11 +93,11 @@ def _model_info(eval_file: str) -> dict:
         if '--config' in argv and argv.index('--config') + 1 < len(argv):
             cfg_path = Path(argv[argv.index('--config') + 1])
             if cfg_path.exists():
-                cfg = json.loads(cfg_path.read_text()).get('model', {}).get(model_dir.name)
+                cfg = json.loads(cfg_path.read_text()).get('model', {}).get(name)
                 if isinstance(cfg, dict):
                     info['class_args'] = _public_args(cfg)
     if info['class_args'] is None:
-        info['class_args'] = _kit_model_args(model_dir.name)
+        info['class_args'] = _kit_model_args(name)
     return info
 
 
@@ -96,7 +106,7 @@ def sha1_text(text: str) -> str:
 
 
 def build_manifest(dataset_name: str, eval_file: str, judge_kwargs: dict, extra: dict, n_items: int | None,
-                   tsv: str | None) -> dict:
+                   tsv: str | None, model_name: str | None = None) -> dict:
     from vlmeval_ext import __version__
     extra = dict(extra or {})
     judge = dict(extra.pop('judge', {}) or {})
@@ -104,8 +114,8 @@ def build_manifest(dataset_name: str, eval_file: str, judge_kwargs: dict, extra:
     judge.setdefault('mode', judge_kwargs.get('judge_mode'))
     judge.setdefault('retries', judge_kwargs.get('judge_retries', judge_kwargs.get('retry')))
     if 'endpoint_host' not in judge and judge_kwargs.get('api_base'):
-        from urllib.parse import urlparse
-        judge['endpoint_host'] = urlparse(judge_kwargs['api_base']).hostname
+        from vlmeval_ext.core.judge import endpoint_identity
+        judge['endpoint_host'] = endpoint_identity(judge_kwargs['api_base'])
     prompts = {name: sha1_text(text) for name, text in (extra.pop('prompts', {}) or {}).items()}
     manifest = {
         'created_at': datetime.datetime.now().astimezone().isoformat(timespec='seconds'),
@@ -114,7 +124,7 @@ def build_manifest(dataset_name: str, eval_file: str, judge_kwargs: dict, extra:
         'python': sys.version.split()[0],
         'dataset': {'name': dataset_name, 'tsv_md5': file_md5(tsv) if tsv and os.path.exists(tsv) else None,
                     'n_items': n_items},
-        'model': _model_info(eval_file),
+        'model': _model_info(eval_file, model_name),
         'predictions': {'file': os.path.basename(eval_file), 'md5': file_md5(eval_file)},
         'judge': judge,
         'prompt_sha1': prompts,
@@ -125,9 +135,9 @@ def build_manifest(dataset_name: str, eval_file: str, judge_kwargs: dict, extra:
     return json.loads(redact(json.dumps(manifest, default=str)))
 
 
-def write_manifest(dataset_name, eval_file, judge_kwargs, extra, n_items=None, tsv=None) -> str:
+def write_manifest(dataset_name, eval_file, judge_kwargs, extra, n_items=None, tsv=None, model_name=None) -> str:
     path = stem_path(eval_file, '_manifest.json')
-    write_json(build_manifest(dataset_name, eval_file, judge_kwargs, extra, n_items, tsv), path)
+    write_json(build_manifest(dataset_name, eval_file, judge_kwargs, extra, n_items, tsv, model_name), path)
     return path
 
 

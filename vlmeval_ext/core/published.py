@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from vlmeval_ext.core.spec import load_spec, spec_dir
+from vlmeval_ext.errors import ExtError
 
 PUBLISHED_FOLDER = 'published'
 SIDE_BY_SIDE_COLUMNS = ['table', 'column', 'ours', 'paper', 'diff', 'tolerance', 'flag', 'paper_row',
@@ -28,7 +29,7 @@ SIDE_BY_SIDE_COLUMNS = ['table', 'column', 'ours', 'paper', 'diff', 'tolerance',
                         'input_mode', 'paper_input_mode', 'comparable', 'not_comparable_why']
 
 
-class PublishedSpecError(ValueError):
+class PublishedSpecError(ExtError, ValueError):
     """A published spec is malformed; the message names the file, table, row and column."""
 
 

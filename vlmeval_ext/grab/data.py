@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from vlmeval_ext.core.spec import load_spec
+from vlmeval_ext.errors import ExtError
 
 # Tall base64 cells: the csv module's default field limit (128 KiB) is far below one encoded plot.
 csv.field_size_limit(sys.maxsize)
 
 
-class GrabDataError(ValueError):
+class GrabDataError(ExtError, ValueError):
     """Bad GRAB source data; the message names the file, the row and the column."""
 
 

@@ -28,7 +28,8 @@ LLM_EXTRACTED_OFFLINE_NOTE = ('llm_extracted: skipped (--judge {judge}: GRAB\'s 
 class GRAB(ExtImageDataset):
     TYPE = 'VQA'
     SPEC = 'grab'
-    DATASET_URL = {'GRAB': ''}          # own dict; the real split is built locally by `prepare`
+    # No TSV is hosted (''): GRAB is built locally by `prepare`; GRAB_DEMO ships with the package.
+    DATASET_URL = {'GRAB': '', 'GRAB_DEMO': ''}
     DATASET_MD5 = {'GRAB_DEMO': '68c37ee40912e1390716c4df194092fb'}
     DEMO_DATASETS = {'GRAB_DEMO': 'grab/demo/GRAB_DEMO.tsv'}
     REQUIRED_COLUMNS = ('index', 'pid', 'question', 'answer', 'task', 'category', 'complexity', 'image')
@@ -60,6 +61,12 @@ class GRAB(ExtImageDataset):
     @classmethod
     def naive_prediction(cls, prompt_text, dataset):
         return grab_score.naive_answer(prompt_text)
+
+    @classmethod
+    def run_record(cls, dataset):
+        spec = grab_prompt._spec()
+        return {'prompts': {'question': spec['prompt']['template'],
+                            'llm_extraction': spec['scoring']['llm_extracted']['extraction_prompt']}}
 
     # ---- evaluation -------------------------------------------------------------------------------------------
     def evaluate(self, eval_file, **judge_kwargs):

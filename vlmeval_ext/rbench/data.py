@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from vlmeval_ext.core.spec import load_spec
+from vlmeval_ext.errors import ExtError
 from vlmeval_ext.rbench.score import parse_captions, parse_choices
 
 TSV_COLUMNS = ['index', 'pair_id', 'variant', 'name', 'question', 'choice', 'answer', 'type', 'distortion',
@@ -30,7 +31,7 @@ TSV_COLUMNS = ['index', 'pair_id', 'variant', 'name', 'question', 'choice', 'ans
 _TEXT_FIELDS = ('name', 'question', 'choice', 'answer', 'type')
 
 
-class RBenchDataError(ValueError):
+class RBenchDataError(ExtError, ValueError):
     """Bad official data: the message names the file, row and column."""
 
 

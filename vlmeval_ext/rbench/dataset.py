@@ -15,7 +15,7 @@ import os.path as osp
 
 import pandas as pd
 
-from vlmeval_ext.core.dataset import ExtImageDataset, lmu_data_root, tsv_path
+from vlmeval_ext.core.dataset import ExtImageDataset, kit_ready_table, lmu_data_root, tsv_path
 from vlmeval_ext.core.io import DataError, file_md5, load_predictions, stem_path
 from vlmeval_ext.core.spec import load_spec
 from vlmeval_ext.rbench import evaluation as rb_eval
@@ -32,28 +32,32 @@ OFFICIAL_JUDGE = 'chatgpt-0125'
 class RBenchFull(ExtImageDataset):
     TYPE = 'VQA'          # kit judge default for VQA: none, so bind_judge picks the official GPT-3.5
     SPEC = 'rbench'
-    DATASET_URL = {FULL: '', **{name: '' for name in SUBSETS}}   # built locally by `prepare` (own dict)
+    # No TSV is hosted (''): R-Bench-Full is built locally by `prepare`; the demo split ships with the package.
+    DATASET_URL = {FULL: '', **{name: '' for name in SUBSETS}, DEMO: ''}
     DATASET_MD5 = {DEMO: DEMO_MD5}
     DEMO_DATASETS = {DEMO: 'rbench/demo/R-Bench-Full_DEMO.tsv'}
     REQUIRED_COLUMNS = ('index', 'pair_id', 'variant', 'name', 'question', 'choice', 'answer', 'type',
                         'distortion', 'strength', 'image')
 
     # ---- data ---------------------------------------------------------------------------------------------
+    @classmethod
+    def source_split(cls, dataset):
+        return FULL if dataset in SUBSETS else dataset     # the subsets read R-Bench-Full.tsv
+
     def load_data(self, dataset):
-        source = FULL if dataset in SUBSETS else dataset
-        self.data_path = tsv_path(source)          # the subsets read R-Bench-Full.tsv
-        data = super().load_data(source)
+        data = super().load_data(self.source_split(dataset))
         for col in ('question', 'choice', 'answer', 'name'):
             data[col] = [rb_eval._text(v) for v in data[col]]
         if dataset in SUBSETS:
             data = data[data['type'] == SUBSETS[dataset]].reset_index(drop=True)
             if data.empty:
                 raise DataError(f'{self.data_path}: no {SUBSETS[dataset]} rows for {dataset}')
+            # Checked again on the subset: an image reference must point to a row of the same subset.
+            data = kit_ready_table(data, self.data_path, self.REQUIRED_COLUMNS)
         return data
 
     def post_build(self, dataset):
-        source = FULL if dataset in SUBSETS else dataset
-        self.img_root = osp.join(lmu_data_root(), 'images', source)
+        self.img_root = osp.join(lmu_data_root(), 'images', self.source_split(dataset))
 
     def build_prompt(self, line):
         if isinstance(line, int):
@@ -77,6 +81,12 @@ class RBenchFull(ExtImageDataset):
     @classmethod
     def naive_prediction(cls, prompt_text: str, dataset: str) -> str:
         return naive_answer(prompt_text)
+
+    @classmethod
+    def run_record(cls, dataset):
+        spec = load_spec('rbench')
+        return {'prompts': {**{f'model_{t}': spec['model_prompts'][t] for t in rb_report.TASKS},
+                            **{f'judge_{t}': spec['judge_prompts'][t] for t in rb_report.TASKS}}}
 
     # ---- evaluation ---------------------------------------------------------------------------------------
     def evaluate(self, eval_file, **judge_kwargs):

@@ -16,13 +16,15 @@ from typing import Iterable
 
 import pandas as pd
 
+from vlmeval_ext.errors import ExtError
+
 IMAGE_SLOTS = [f'image_{i}' for i in range(1, 7)]
 REQUIRED_COLUMNS = ['question', 'label', 'task']
 HF_REPO_ID = 'mehrankazemi/ReMI'
 TSV_COLUMNS = ['index', 'question', 'answer', 'task', 'image', 'image_count']
 
 
-class ReMIDataError(ValueError):
+class ReMIDataError(ExtError, ValueError):
     """Malformed ReMI source data; the message names the file, row and column."""
 
 

@@ -11,12 +11,11 @@ in <stem>_score.json:
 from __future__ import annotations
 
 import json
-import os
 import os.path as osp
 
 import pandas as pd
 
-from vlmeval_ext.core.dataset import ExtImageDataset, lmu_data_root, tsv_path, write_dataset_tsv
+from vlmeval_ext.core.dataset import ExtImageDataset, lmu_data_root, write_dataset_tsv
 from vlmeval_ext.core.io import load_predictions, stem_path, write_json
 
 from . import data as remi_data
@@ -30,7 +29,8 @@ NAMES = remi_prompt.dataset_names()
 class ReMI(ExtImageDataset):
     TYPE = 'VQA'
     SPEC = 'remi'
-    DATASET_URL = {name: '' for name, (split, _) in NAMES.items() if split == 'ReMI'}
+    # No TSV is hosted (''): ReMI is built locally by `prepare`; the ReMI_DEMO split ships with the package.
+    DATASET_URL = {name: '' for name in NAMES}
     DATASET_MD5 = {'ReMI_DEMO': 'c24914e5ecae62ad5e1b4db8534d986b'}   # the shipped demo TSV (split name: all three modes read it)
     DEMO_DATASETS = {name: 'remi/demo/ReMI_DEMO.tsv' for name, (split, _) in NAMES.items() if split == 'ReMI_DEMO'}
     REQUIRED_COLUMNS = ('index', 'question', 'answer', 'task', 'image')
@@ -39,13 +39,15 @@ class ReMI(ExtImageDataset):
     def input_mode(self) -> str:
         return NAMES[self.dataset_name][1]
 
+    @classmethod
+    def source_split(cls, dataset):
+        return NAMES[dataset][0]                     # the three modes read the same split TSV
+
     def load_data(self, dataset):
-        split = NAMES[dataset][0]
-        self.data_path = tsv_path(split)            # the three modes read the same split TSV
-        return super().load_data(split)
+        return super().load_data(self.source_split(dataset))
 
     def post_build(self, dataset):
-        self.img_root = osp.join(lmu_data_root(), 'images', NAMES[dataset][0])
+        self.img_root = osp.join(lmu_data_root(), 'images', self.source_split(dataset))
 
     @classmethod
     def prepare(cls, name, source_dir=None) -> str:
@@ -54,6 +56,12 @@ class ReMI(ExtImageDataset):
             raise ValueError(f'{name} ships with the package; prepare builds ReMI from the official parquet')
         files = remi_data.find_split_files(source_dir) if source_dir else [remi_data.download_split('test')]
         return write_dataset_tsv(remi_data.convert_files(files), split)
+
+    @classmethod
+    def run_record(cls, dataset):
+        spec = remi_prompt._spec()['prompt']
+        return {'input_mode': NAMES[dataset][1], 'judge': {'model': None, 'mode': 'rule-based (no judge)'},
+                'prompts': {'appendix_common': spec['appendix_common'], **spec['appendix_task']}}
 
     @classmethod
     def naive_prediction(cls, prompt_text: str, dataset: str) -> str:
@@ -84,7 +92,7 @@ class ReMI(ExtImageDataset):
         write_json(summary, stem_path(eval_file, '_score.json'))
         stem = stem_path(eval_file, '')
         model_name = osp.basename(stem).split(f'_{self.dataset_name}')[0]
-        remi_report.write_report(summary, stem, model_name, plot=os.environ.get('REMI_NO_PLOT') != '1')
+        remi_report.write_report(summary, stem, model_name, plot=self.write_plots)
         spec = remi_prompt._spec()['prompt']
         self.manifest_extra = {
             'input_mode': self.input_mode,

@@ -12,10 +12,12 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from vlmeval_ext.errors import ExtError
+
 INPUT_MODES = ('interleaved', 'labelled', 'composite')
 
 
-class ReMIPromptError(ValueError):
+class ReMIPromptError(ExtError, ValueError):
     """A question whose tags do not match its images."""
 
 

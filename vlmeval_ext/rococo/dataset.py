@@ -18,7 +18,7 @@ import os.path as osp
 import pandas as pd
 
 from vlmeval_ext.core.dataset import ExtImageDataset, safe_join, tsv_path
-from vlmeval_ext.core.io import DataError, load_predictions, stem_path, write_json
+from vlmeval_ext.core.io import DataError, load_predictions, require_columns, stem_path, write_json
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
 
@@ -40,7 +40,8 @@ def _prepare(name: str, source_dir=None, coco_root=None, mixed_root=None) -> str
 class RoCOCOMCQ(ExtImageDataset):
     TYPE = 'MCQ'
     SPEC = 'rococo'
-    DATASET_URL = {name: '' for name in D.MCQ_NAMES}      # own dict; built locally by `prepare`
+    # No TSV is hosted (''): the splits are built locally by `prepare`; the demo split ships with the package.
+    DATASET_URL = {**{name: '' for name in D.MCQ_NAMES}, 'RoCOCO-MCQ-same_concept_DEMO': ''}
     DEMO_DATASETS = {'RoCOCO-MCQ-same_concept_DEMO': 'rococo/demo/RoCOCO-MCQ-same_concept_DEMO.tsv'}
     DATASET_MD5 = {'RoCOCO-MCQ-same_concept_DEMO': 'b173cbeddcfb77864f1d3e247bfdf600'}
     REQUIRED_COLUMNS = ('index', 'image', 'question', 'A', 'B', 'C', 'answer', 'twin')
@@ -60,6 +61,12 @@ class RoCOCOMCQ(ExtImageDataset):
     @classmethod
     def naive_prediction(cls, prompt_text, dataset):
         return 'A'
+
+    @classmethod
+    def run_record(cls, dataset):
+        return {'judge': NO_JUDGE, 'seeds': {'mcq_options': Q.SEED},
+                'prompts': {'mcq': Q.prompt_text({'question': Q.QUESTION, 'A': '{A}', 'B': '{B}', 'C': '{C}',
+                                                  'D': '{D}'})}}
 
     def evaluate(self, eval_file, **judge_kwargs):
         from vlmeval.utils.matching_util import can_infer
@@ -93,22 +100,22 @@ class RoCOCOMCQ(ExtImageDataset):
 class RoCOCORetrieval(ExtImageDataset):
     TYPE = 'Retrieval'
     SPEC = 'rococo'
-    DATASET_URL = {name: '' for name in D.I2T_NAMES + D.T2I_NAMES}
+    DATASET_URL = {name: '' for name in D.I2T_NAMES + D.T2I_NAMES}   # built locally by `prepare`
     DATASET_MD5 = {}
     REQUIRED_COLUMNS = D.RETRIEVAL_COLUMNS + ('image',)
 
-    # Text rows have no image: keep the column aside while the base class loads and checks the rest.
-    def load_data(self, dataset):
-        data = super().load_data(dataset)
-        kinds = set(data['kind'].astype(str))
+    def image_rows(self, data):
+        """Image rows hold an image, text rows none."""
+        require_columns(data, self.REQUIRED_COLUMNS, self.data_path)
+        kinds = {str(k) for k in data['kind']}
         if not kinds <= {'image', 'text'}:
             raise DataError(f'{self.data_path}: column \'kind\' must be image or text, found {sorted(kinds)}')
-        is_image = data['kind'] == 'image'
-        empty = is_image & (data['image'].isna() | (data['image'].astype(str).str.strip() == ''))
-        if empty.any():
-            raise DataError(f'{self.data_path}: image row(s) without an image at line(s) '
-                            f'{[int(i) + 2 for i in data.index[empty][:5]]}, column \'image\'')
-        self._images = data.pop('image').where(is_image, None)
+        return [str(k) == 'image' for k in data['kind']]
+
+    def load_data(self, dataset):
+        data = super().load_data(dataset)
+        # Kept aside while the kit's __init__ runs: it would drop the text rows, which have no image.
+        self._images = data.pop('image')
         return data
 
     def post_build(self, dataset):
@@ -146,6 +153,10 @@ class RoCOCORetrieval(ExtImageDataset):
     @classmethod
     def prepare(cls, name, source_dir=None, coco_root=None, mixed_root=None):
         return _prepare(name, source_dir, coco_root, mixed_root)
+
+    @classmethod
+    def run_record(cls, dataset):
+        return {'judge': {'model': None, 'mode': 'embedding ranking', 'retries': 0, 'endpoint_host': None}}
 
     @classmethod
     def naive_prediction(cls, prompt_text, dataset):
