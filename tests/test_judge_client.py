@@ -20,8 +20,8 @@ def test_judge_calls_leave_the_kits_http_client_alone(loopback, judge_env):
 
     from vlmeval_ext.core.judging import JudgeClient, kit_judge_caller
     loopback.default = 'Score: 1'
-    call, host = kit_judge_caller('loopback-judge', api_base=loopback.chat_url, timeout=5)
-    assert isinstance(call, JudgeClient) and host == '127.0.0.1'
+    call, endpoint = kit_judge_caller('loopback-judge', api_base=loopback.chat_url, timeout=5)
+    assert isinstance(call, JudgeClient) and endpoint == loopback.chat_url.split('://', 1)[1]
     assert [call('judge this') for _ in range(3)] == ['Score: 1'] * 3
     assert gpt.requests is requests                 # the model under test keeps the kit's own client
     session = call._session()

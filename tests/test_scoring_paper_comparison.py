@@ -37,6 +37,8 @@ def test_a_limit_run_of_grab_through_evaluate_is_not_compared(tmp_path, monkeypa
     pred.parent.mkdir()
     pd.DataFrame(rows).to_csv(pred, sep='\t', index=False)
     GRAB.for_evaluation('GRAB').evaluate(str(pred))
+    from vlmeval_ext.reporting import write_run_records   # the named step the launcher and `eval` run next
+    write_run_records('GRAB', pred)
     md = (tmp_path / 'GPT4o' / 'GPT4o_GRAB_vs_paper.md').read_text()
     assert "Items scored: 20 of 20 in the predictions file; the paper: 2170." in md
     assert "**Not comparable: a subset: 20 of the paper's 2170 items (e.g. --limit).**" in md

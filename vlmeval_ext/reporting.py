@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from vlmeval_ext.core.io import DataError, read_table, stem_path
-from vlmeval_ext.core.judge import endpoint_identity
+from vlmeval_ext.core.judge import endpoint_hostname
 from vlmeval_ext.core.manifest import KIT_EVAL_ID, model_dir_of, write_manifest
 from vlmeval_ext.core.predictions import EMPTY, FAILED, classify_prediction
 
@@ -60,7 +60,7 @@ def _judge_block(score: dict, record: dict, judge_kwargs: dict) -> dict:
         return dict(record['judge'])
     judge = {'model': judge_kwargs.get('model'), 'mode': judge_kwargs.get('judge_mode')}
     if judge_kwargs.get('api_base'):
-        judge['endpoint_host'] = endpoint_identity(judge_kwargs['api_base'])
+        judge['endpoint_host'] = endpoint_hostname(judge_kwargs['api_base'])
     return judge
 
 

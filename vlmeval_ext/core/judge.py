@@ -136,8 +136,18 @@ def endpoint_identity(url: str | None) -> str:
         raise ValueError(f'judge endpoint {parts.hostname!r}: invalid port ({err})') from None
     port = port or {'http': 80, 'https': 443}.get(parts.scheme.lower())
     host = (parts.hostname or '').lower()
+    if ':' in host:
+        host = f'[{host}]'           # IPv6: bracketed, so host and port stay apart
     path = parts.path.rstrip('/')
     return f'{host}:{port}{path}' if port else f'{host}{path}'
+
+
+def endpoint_hostname(identity: str | None) -> str | None:
+    """The host of an endpoint identity or URL (what results record as `endpoint_host`); None without one."""
+    if not identity:
+        return None
+    text = str(identity).strip()
+    return urlsplit(text if '://' in text else f'//{text}').hostname or None
 
 
 def cache_dir() -> Path:

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from vlmeval_ext.core.judge import JudgeCallError, endpoint_identity, preflight
+from vlmeval_ext.core.judge import JudgeCallError, endpoint_hostname, endpoint_identity, preflight
 from vlmeval_ext.errors import ExtError
 
 OFFLINE_JUDGES = ('offline', 'offline-minilm')
@@ -42,7 +42,12 @@ class JudgeHandle:
     retries: int
     backoff: float
     offline: bool = False
-    endpoint_host: str | None = None
+    endpoint: str | None = None   # host:port/path (see core.judge.endpoint_identity): what the verdict cache keys on
+
+    @property
+    def endpoint_host(self) -> str | None:
+        """The judge's host alone, as results record it."""
+        return endpoint_hostname(self.endpoint)
 
 
 @dataclass(frozen=True)
@@ -150,16 +155,15 @@ def _kit_object_caller(judge) -> Callable[[str], str]:
 
 
 def kit_judge_caller(model: str, **kwargs) -> tuple[Callable[[str], str], str | None]:
-    """(prompt -> reply, endpoint identity host:port/path) for judge `model`, resolved by the kit's build_judge."""
+    """(prompt -> reply, endpoint identity host:port/path without credentials) for judge `model`, resolved by the
+    kit's build_judge. The identity tells two judge services apart; the verdict cache keys on it."""
     from vlmeval.dataset.utils import build_judge
     kwargs = {k: v for k, v in kwargs.items() if k not in PROTOCOL_KEYS and k not in KIT_RUN_KEYS}
     kwargs['retry'] = 1        # retries are ours (counted, with backoff); the kit's would hide failures
     judge = build_judge(model=model, **kwargs)
     endpoint = endpoint_of(judge)
     call = JudgeClient(endpoint) if endpoint is not None else _kit_object_caller(judge)
-    # host:port/path, no credentials: what tells two judge services apart (the verdict cache keys on it)
-    host = endpoint_identity(getattr(judge, 'api_base', '') or '') or None
-    return call, host
+    return call, endpoint_identity(getattr(judge, 'api_base', '') or '') or None
 
 
 def bind_judge(judge_kwargs: dict, default_model: str,
@@ -180,9 +184,9 @@ def bind_judge(judge_kwargs: dict, default_model: str,
     if model == 'exact_matching':
         raise JudgeConfigError('this benchmark needs an LLM judge (the kit would silently fall back to exact '
                                'matching); pass --judge MODEL (OpenAI-compatible, see README) or --judge offline')
-    call, host = kit_judge_caller(model, **kwargs)
+    call, endpoint = kit_judge_caller(model, **kwargs)
     handle = JudgeHandle(name=model, call=call, mode=mode, nproc=nproc, retries=retries, backoff=backoff,
-                         endpoint_host=host)
+                         endpoint=endpoint)
     if kwargs.get('preflight', True):
         preflight(call, retries=retries, backoff=backoff)
     return handle

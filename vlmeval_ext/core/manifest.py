@@ -114,8 +114,8 @@ def build_manifest(dataset_name: str, eval_file: str, judge_kwargs: dict, extra:
     judge.setdefault('mode', judge_kwargs.get('judge_mode'))
     judge.setdefault('retries', judge_kwargs.get('judge_retries', judge_kwargs.get('retry')))
     if 'endpoint_host' not in judge and judge_kwargs.get('api_base'):
-        from vlmeval_ext.core.judge import endpoint_identity
-        judge['endpoint_host'] = endpoint_identity(judge_kwargs['api_base'])
+        from vlmeval_ext.core.judge import endpoint_hostname
+        judge['endpoint_host'] = endpoint_hostname(judge_kwargs['api_base'])
     prompts = {name: sha1_text(text) for name, text in (extra.pop('prompts', {}) or {}).items()}
     manifest = {
         'created_at': datetime.datetime.now().astimezone().isoformat(timespec='seconds'),

@@ -145,7 +145,7 @@ class GRAB(ExtImageDataset):
             if row['failed'] is None:
                 tasks[str(row['index'])] = grab_score.ExtractionTask(str(row['index']), row['question'],
                                                                      row['prediction'], row['answer'])
-        cache = VerdictCache.shared(handle.name, handle.endpoint_host, enabled=judge_kwargs.get('cache', True),
+        cache = VerdictCache.shared(handle.name, handle.endpoint, enabled=judge_kwargs.get('cache', True),
                                     log=stem_path(eval_file, f'_{handle.name}_verdicts.jsonl'))
         results, stats = run_tasks(tasks.values(), handle.call, cache, mode=handle.mode, nproc=handle.nproc,
                                    retries=handle.retries, backoff=handle.backoff, desc='GRAB extraction')

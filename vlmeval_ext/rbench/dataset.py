@@ -137,7 +137,7 @@ class RBenchFull(ExtImageDataset):
         from vlmeval_ext.core.judge import VerdictCache, run_tasks
         from vlmeval_ext.rbench.score import resolve_aliases
         tasks, aliases = rb_eval.judge_tasks(items, self.dataset_name, handle.mode)
-        cache = VerdictCache.shared(handle.name, handle.endpoint_host, enabled=use_cache,
+        cache = VerdictCache.shared(handle.name, handle.endpoint, enabled=use_cache,
                                     log=stem_path(eval_file, f'_{handle.name}_verdicts.jsonl'))
         results, stats = run_tasks(tasks, handle.call, cache, mode=handle.mode, nproc=handle.nproc,
                                    retries=handle.retries, backoff=handle.backoff, desc='R-Bench judging')
