@@ -40,7 +40,7 @@ from vlmeval_ext.rbench.score import resolve_aliases
 from vlmeval_ext.remi import score as remi_score
 from vlmeval_ext.rococo import data as rococo_data
 from vlmeval_ext.rococo import mcq as Q
-from vlmeval_ext.testing.kit_run import FAKE_KEY, REPO_ROOT, kit_environment, loopback_model_config, write_config
+from vlmeval_ext.testing.kit_run import FAKE_KEY, REPO_ROOT, kit_environment, kit_output, loopback_model_config, write_config
 from vlmeval_ext.testing.loopback_server import FAULT_KINDS, LoopbackServer
 
 MODEL = 'LoopbackGPT'
@@ -177,7 +177,7 @@ def run(cmd, env) -> subprocess.CompletedProcess:
 
 
 def out_file(tmp_path: Path, data: str, suffix: str) -> Path:
-    return tmp_path / 'out' / MODEL / f'{MODEL}_{data}{suffix}'
+    return kit_output(tmp_path / 'out' / MODEL, f'{MODEL}_{data}{suffix}')
 
 
 def predictions(tmp_path: Path, data: str) -> pd.DataFrame:

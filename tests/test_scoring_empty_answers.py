@@ -18,7 +18,7 @@ FAIL = 'Failed to obtain answer via API.'
 
 @pytest.fixture(scope='module')
 def kit():
-    import vlmeval.dataset  # noqa: F401  (registers our classes)
+    import vlmeval.dataset  # noqa: F401  (the kit, loaded as run.py loads it)
 
     from vlmeval_ext.grab.dataset import GRAB
     from vlmeval_ext.rbench.dataset import RBenchFull

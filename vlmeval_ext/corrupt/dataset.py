@@ -178,10 +178,6 @@ class CorruptedDataset(ExtImageDataset):
         manifest_judge = {'model': judge.name, 'mode': judge.mode}
         if not judge.is_api:
             manifest_judge.update(endpoint_host=None, retries=0)
-        self.manifest_extra = {'judge': manifest_judge,
-                               'seeds': {'note': 'per-item seed = run seed * 1000003 + base index'},
-                               'counts': {'failed_rows': summary['failed_rows'], 'empty_rows': summary['empty_rows'],
-                                          'pairs_excluded_from_relative': excluded}}
         return robust
 
     def _consistency(self, base, answered, combo_of, sub_dir, stem, fmt, judge, where) -> dict:

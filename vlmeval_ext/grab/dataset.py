@@ -34,13 +34,6 @@ class GRAB(ExtImageDataset):
     DEMO_DATASETS = {'GRAB_DEMO': 'grab/demo/GRAB_DEMO.tsv'}
     REQUIRED_COLUMNS = ('index', 'pid', 'question', 'answer', 'task', 'category', 'complexity', 'image')
 
-    def load_data(self, dataset):
-        data = super().load_data(dataset)
-        if data['answer'].dtype != object:
-            # A split whose answers all look numeric was read as numbers ("3.0" -> 3.0): restore the text.
-            data['answer'] = [grab_score.answer_text(a, q) for a, q in zip(data['answer'], data['question'])]
-        return data
-
     def build_prompt(self, line):
         if isinstance(line, int):
             line = self.data.iloc[line]
@@ -91,9 +84,6 @@ class GRAB(ExtImageDataset):
                   'empty': sum(r['prediction_kind'] == EMPTY for r in rows),
                   'inference_failures': len(infer_failed),
                   'judge_failures': extra.get('llm_extracted', {}).get('judge_failures', 0)}
-        self.manifest_extra = {'counts': {
-            'infer_failed': len(infer_failed),
-            'judge_failed': extra.get('llm_extracted', {}).get('judge_failures', 0)}}
         score_rows = [{k: r[k] for k in ('task', 'category', 'complexity', 'official', 'normalized',
                                           'llm_extracted') if k in r} for r in rows]
         scores = grab_report.score_json(score_rows, extra, run={'counts': counts, 'judge': judge, 'notes': notes})

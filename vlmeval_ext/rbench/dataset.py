@@ -119,16 +119,6 @@ class RBenchFull(ExtImageDataset):
                                         judge_label=label if handle.offline else None, counts=counts)
         table = {metric: result[metric] for metric in ('absolute', 'relative')}   # computed once, by write_report
         self._print(table, summary, label, counts)
-        spec = load_spec('rbench')
-        self.manifest_extra = {
-            'judge': {'model': handle.name, 'mode': mode, 'endpoint_host': handle.endpoint_host,
-                      'retries': handle.retries, 'offline_approximation': handle.offline},
-            'prompts': {**{f'model_{t}': spec['model_prompts'][t] for t in rb_report.TASKS},
-                        **{f'judge_{t}': spec['judge_prompts'][t] for t in rb_report.TASKS}},
-            'counts': {'items': len(items), 'infer_failed': pairing.infer_failed,
-                       'missing_partner': pairing.missing_partner,
-                       'judge_failed': summary['failures']['judge_failed_scores'],
-                       'judge_calls': summary['calls']}}
         return pd.DataFrame({'dimension': list(table['absolute']),
                              'absolute': list(table['absolute'].values()),
                              'relative': list(table['relative'].values())})

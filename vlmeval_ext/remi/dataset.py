@@ -93,11 +93,5 @@ class ReMI(ExtImageDataset):
         stem = stem_path(eval_file, '')
         model_name = osp.basename(stem).split(f'_{self.dataset_name}')[0]
         remi_report.write_report(summary, stem, model_name, plot=self.write_plots)
-        spec = remi_prompt._spec()['prompt']
-        self.manifest_extra = {
-            'input_mode': self.input_mode,
-            'prompts': {'appendix_common': spec['appendix_common'], **spec['appendix_task']},
-            'counts': {'infer_failed': summary['counts']['inference_failures'],
-                       'unparsable': sum(summary['counts']['parse_failures'].values())}}
         print(remi_report.markdown_table(summary, model_name))
         return summary

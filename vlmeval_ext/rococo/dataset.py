@@ -89,10 +89,6 @@ class RoCOCOMCQ(ExtImageDataset):
                                'inference_failed': result['inference_failed']}])
         table.to_csv(stem_path(eval_file, '_acc.csv'), index=False)
         items.to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
-        self.manifest_extra = {'judge': NO_JUDGE, 'prompts': {'mcq': Q.prompt_text(
-            {'question': Q.QUESTION, 'A': '{A}', 'B': '{B}', 'C': '{C}', 'D': '{D}'})},
-            'seeds': {'mcq_options': Q.SEED},
-            'counts': {'unparsed': result['unparsed'], 'infer_failed': result['inference_failed']}}
         print(table.to_string(index=False))
         return table
 
@@ -172,9 +168,5 @@ class RoCOCORetrieval(ExtImageDataset):
         table = D.retrieval_table(result)
         table.insert(0, 'dataset', self.dataset_name)
         table.to_csv(stem_path(eval_file, '_acc.csv'), index=False)
-        self.manifest_extra = {'judge': {'model': None, 'mode': 'embedding ranking', 'retries': 0,
-                                         'endpoint_host': None},
-                               'seeds': {'mixing': [int(s) for s in result.get('per_seed', {})]},
-                               'counts': {'n_images': result['n_images'], 'n_texts': result['n_texts']}}
         print(table.to_string(index=False))
         return table
