@@ -149,9 +149,18 @@ def write_kit_tsv(df: pd.DataFrame, path: str | os.PathLike) -> str:
     tmp = path + '.partial'
     df.to_csv(tmp, sep='\t', index=False, encoding='utf-8', quoting=csv.QUOTE_ALL)
     os.replace(tmp, path)
-    with open(path + '.md5', 'w') as f:
-        f.write(file_md5(path) + '\n')
+    write_md5_sidecar(path)
     return path
+
+
+def write_md5_sidecar(path: str | os.PathLike) -> str:
+    """`<path>.md5`, the checksum our loader compares a prepared TSV with (written atomically); returns the md5."""
+    digest = file_md5(str(path))
+    tmp = f'{path}.md5.partial'
+    with open(tmp, 'w') as f:
+        f.write(digest + '\n')
+    os.replace(tmp, f'{path}.md5')
+    return digest
 
 
 def stem_path(eval_file, suffix: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from vlmeval_ext.core.dataset import ExtImageDataset, tsv_path
-from vlmeval_ext.core.io import DataError, file_md5, int_cell, load_predictions, stem_path, write_json
+from vlmeval_ext.core.io import DataError, int_cell, load_predictions, stem_path, write_json, write_md5_sidecar
 from vlmeval_ext.core.judging import OFFLINE_JUDGES
 from vlmeval_ext.core.predictions import EMPTY, FAILED, classify_prediction
 from vlmeval_ext.grab import data as grab_data
@@ -47,8 +47,7 @@ class GRAB(ExtImageDataset):
         if name != 'GRAB':
             raise DataError(f'`prepare` builds GRAB only ({name} ships with the package)')
         path = grab_data.prepare(tsv_path(name), source_dir)
-        with open(f'{path}.md5', 'w') as f:      # the sidecar load_data checks
-            f.write(file_md5(path) + '\n')
+        write_md5_sidecar(path)                  # the sidecar load_data checks
         return str(path)
 
     @classmethod

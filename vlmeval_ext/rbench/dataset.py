@@ -16,7 +16,7 @@ import os.path as osp
 import pandas as pd
 
 from vlmeval_ext.core.dataset import ExtImageDataset, kit_ready_table, lmu_data_root, tsv_path
-from vlmeval_ext.core.io import DataError, file_md5, load_predictions, stem_path
+from vlmeval_ext.core.io import DataError, load_predictions, stem_path, write_md5_sidecar
 from vlmeval_ext.core.spec import load_spec
 from vlmeval_ext.rbench import evaluation as rb_eval
 from vlmeval_ext.rbench import report as rb_report
@@ -74,8 +74,7 @@ class RBenchFull(ExtImageDataset):
         from vlmeval_ext.rbench.data import prepare as prepare_tsv
         path = tsv_path(FULL)
         prepare_tsv(source_dir, path)
-        with open(f'{path}.md5', 'w') as f:        # the sidecar load_data checks
-            f.write(file_md5(path) + '\n')
+        write_md5_sidecar(path)                  # the sidecar load_data checks
         return path
 
     @classmethod
