@@ -250,14 +250,19 @@ def class_names() -> list[str]:
 
 def strip_block(text: str) -> str:
     """vlmeval/dataset/__init__.py without what an export added (every line between the markers)."""
-    out, inside = [], False
-    for line in text.splitlines(keepends=True):
-        if line.strip() == BLOCK_BEGIN:
-            inside = True
-        if not inside:
-            out.append(line)
-        if line.strip() == BLOCK_END:
-            inside = False
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    k = 0
+    while k < len(lines):
+        if lines[k].strip() != BLOCK_BEGIN:
+            out.append(lines[k])
+            k += 1
+            continue
+        end = next((e for e in range(k, len(lines)) if lines[e].strip() == BLOCK_END), len(lines) - 1)
+        k = end + 1
+        # A block between two blank lines came with one of them.
+        if out and not out[-1].strip() and k < len(lines) and not lines[k].strip():
+            k += 1
     return ''.join(out)
 
 
@@ -267,7 +272,7 @@ def edit_init(text: str) -> str:
     text = strip_block(text)
     lines = text.splitlines(keepends=True)
     imports = [BLOCK_BEGIN + '\n', *[line + '\n' for line in import_lines()], BLOCK_END + '\n']
-    registry = ['\n', BLOCK_BEGIN + '\n', f'IMAGE_DATASET += [{", ".join(class_names())}]\n', BLOCK_END + '\n']
+    registry = [BLOCK_BEGIN + '\n', f'IMAGE_DATASET += [{", ".join(class_names())}]\n', BLOCK_END + '\n', '\n']
     last_import = max((i for i, line in enumerate(lines) if line.startswith('from .') and 'isort: skip' not in line),
                       default=None)
     video = next((i for i, line in enumerate(lines) if line.startswith('VIDEO_DATASET = [')), None)
@@ -277,8 +282,6 @@ def edit_init(text: str) -> str:
     end_import = last_import
     while not lines[end_import].rstrip().endswith(')') and '(' in lines[last_import] and end_import < len(lines):
         end_import += 1                          # a parenthesised import over several lines
-    while video > 0 and not lines[video - 1].strip():
-        video -= 1
     out = lines[:end_import + 1] + imports + lines[end_import + 1:video] + registry + lines[video:]
     return ''.join(out)
 
