@@ -1,0 +1,264 @@
+"""`vlmeval-ext export-upstream`: our benchmarks as kit-native code in a VLMEvalKit checkout, run by its own run.py.
+
+The installed kit's checkout (the upstream leg's editable install; ms-vlmeval is a wheel, not a checkout) is copied
+to a temporary git repository; the export writes into that copy. Then the copy's own run.py runs every demo split
+(GRAB_DEMO, ReMI_DEMO, R-Bench-Full_DEMO, RoCOCO-MCQ-same_concept_DEMO) with the loopback server as model and
+judge, in a process where the copy's `vlmeval` is imported and vlmeval_ext is not. The plugin then evaluates the
+very same prediction files against the same deterministic judge, and every `_score.json` must be equal. RoCOCO
+retrieval ships no demo split and needs an embedding model: its exported class is checked by evaluating the same
+embedding predictions both ways.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from vlmeval_ext.testing.kit_run import REPO_ROOT, kit_environment, run_kit
+from vlmeval_ext.testing.loopback_server import LoopbackServer
+
+DEMOS = ('GRAB_DEMO', 'ReMI_DEMO', 'R-Bench-Full_DEMO', 'RoCOCO-MCQ-same_concept_DEMO')
+EXPORTED = ('vlmeval/dataset/bench_core', 'vlmeval/dataset/rbench', 'vlmeval/dataset/grab',
+            'vlmeval/dataset/remi', 'vlmeval/dataset/rococo')
+PREFLIGHT = 'Reply with the single word: ready'
+GRAB_JUDGE = 'Return only the extracted numeric answer'
+RBENCH_JUDGE = 'Please only provide the result in the following format: Score:'
+KIT_CHECKOUT_SKIP = ('the installed VLMEvalKit is not a checkout (no run.py beside its vlmeval package): ms-vlmeval '
+                     'from PyPI is a wheel. The export writes into a checkout and runs its run.py; tests/run.sh runs '
+                     'this test in its upstream leg, on an editable checkout')
+
+
+def _demo_answers() -> list[tuple[str, str]]:
+    """(a piece of each demo question, its answer), from the demo splits shipped in the package."""
+    pairs = []
+    for path in sorted((REPO_ROOT / 'vlmeval_ext').glob('*/demo/*.tsv')):
+        demo = pd.read_csv(path, sep='\t', dtype=str, keep_default_na=False, usecols=['question', 'answer'])
+        for question, answer in zip(demo['question'], demo['answer']):
+            piece = max(re.split(r'<image\d>', question), key=len).strip()[:60]
+            pairs.append((piece, answer))
+    return pairs
+
+
+DEMO_ANSWERS = _demo_answers()
+
+
+def deterministic_reply(request: dict) -> str:
+    """The same reply to the same request, in every process (a hash of the prompt picks it): model replies are
+    right, right in prose or JSON, or wrong; judge replies are verdicts in the judge's format, or numbers read off
+    the response. Every score of the demo runs is then a mix of right, wrong and unparsed."""
+    texts, images = [], 0
+    for message in request.get('messages', []):
+        content = message.get('content', '')
+        for part in content if isinstance(content, list) else [{'type': 'text', 'text': content}]:
+            images += part.get('type') == 'image_url'
+            texts.append(part.get('text', '') if part.get('type') == 'text' else '')
+    prompt = '\n'.join(texts)
+    if PREFLIGHT in prompt:
+        return 'ready'
+    h = int(hashlib.sha1(prompt.encode()).hexdigest(), 16)
+    if GRAB_JUDGE in prompt:
+        numbers = re.findall(r'-?\d+(?:\.\d+)?', prompt.rpartition('answering the question is:')[2])
+        return numbers[h % len(numbers)] if numbers and h % 4 else 'None'
+    if RBENCH_JUDGE in prompt:
+        top = 1 if 'The result is 1 if the answer is correct' in prompt else 2
+        return f'Score: {h % (top + 1)}' if h % 7 else 'I cannot decide.'
+    answers = [a for piece, a in DEMO_ANSWERS if piece and piece in prompt]
+    answer = answers[h % len(answers)] if answers else 'A'
+    return [answer, f'The answer is {answer}.', json.dumps({'explanation': 'read it off', 'answer': answer}),
+            'B', '2'][h % 5]
+
+
+def installed_checkout() -> Path | None:
+    """The root of the installed kit's checkout (parent of its vlmeval package), without importing the kit."""
+    spec = importlib.util.find_spec('vlmeval')
+    if spec is None or spec.origin is None:
+        return None
+    root = Path(spec.origin).resolve().parents[1]
+    return root if (root / 'run.py').is_file() and (root / 'vlmeval' / 'dataset' / '__init__.py').is_file() else None
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(['git', '-C', str(repo), '-c', 'user.name=test', '-c', 'user.email=test@example.com',
+                           *args], check=True, capture_output=True, text=True).stdout
+
+
+def copy_checkout(source: Path, dest: Path) -> Path:
+    """The checkout's code (run.py, vlmeval/, its top-level files) as a fresh git repository with one commit."""
+    dest.mkdir(parents=True)
+    for item in source.iterdir():
+        if item.is_file() and item.suffix in ('.py', '.cfg', '.txt', '.toml', '.md', ''):
+            shutil.copy2(item, dest / item.name)
+    shutil.copytree(source / 'vlmeval', dest / 'vlmeval',
+                    ignore=shutil.ignore_patterns('__pycache__', '*.pyc', '*.egg-info'))
+    if (source / 'requirements').is_dir():
+        shutil.copytree(source / 'requirements', dest / 'requirements')
+    _git(dest, 'init', '-q')
+    _git(dest, 'add', '-A')
+    _git(dest, 'commit', '-q', '-m', 'kit as installed')
+    return dest
+
+
+def export(kit: Path, patch: Path, env: dict) -> subprocess.CompletedProcess:
+    return run_kit(['export-upstream', '--kit', kit, '--patch', patch], env=env, entry=('-m', 'vlmeval_ext'),
+                   timeout=120)
+
+
+# Runs the checkout's run.py as `python run.py ...` does, then reports which vlmeval ran and whether any
+# vlmeval_ext module was imported in that process.
+DRIVER = '''import runpy, sys
+kit = sys.argv[1]
+sys.argv = [kit + '/run.py'] + sys.argv[2:]
+try:
+    runpy.run_path(sys.argv[0], run_name='__main__')
+finally:
+    import vlmeval
+    print('EXPORT-CHECK vlmeval=' + vlmeval.__file__)
+    print('EXPORT-CHECK plugin=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'vlmeval_ext')))
+'''
+
+# Evaluates prediction files with the plugin (vlmeval-ext eval), one process for all of them.
+PLUGIN_EVAL = '''import json, sys
+from vlmeval_ext.cli import cmd_eval
+base = sys.argv[1]
+for item in json.loads(sys.argv[2]):
+    cmd_eval(['--data', item[0], '--pred', item[1], '--judge', 'loopback-judge', '--judge-base-url', base,
+              '--api-nproc', '4'])
+'''
+
+
+@pytest.fixture(scope='module')
+def exported(tmp_path_factory):
+    source = installed_checkout()
+    if source is None:
+        pytest.skip(KIT_CHECKOUT_SKIP)
+    tmp = tmp_path_factory.mktemp('export')
+    kit = copy_checkout(source, tmp / 'VLMEvalKit')
+    env = kit_environment(tmp)
+    proc = export(kit, tmp / 'upstream.patch', env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {'tmp': tmp, 'kit': kit, 'patch': tmp / 'upstream.patch', 'stdout': proc.stdout, 'env': env,
+            'source': source}
+
+
+def _exported_files(kit: Path) -> list[Path]:
+    files = [p for d in EXPORTED for p in sorted((kit / d).rglob('*.py'))]
+    return files + [kit / 'scripts' / 'prepare_tsv.py']
+
+
+def test_no_exported_file_imports_the_plugin(exported):
+    files = _exported_files(exported['kit'])
+    assert len(files) > 20
+    for path in files:
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text, str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or '']
+            else:
+                continue
+            assert not any(n.split('.')[0] == 'vlmeval_ext' for n in names), f'{path}:{node.lineno} imports {names}'
+        assert 'vlmeval_ext' not in text and 'vlmeval-ext' not in text, path
+
+
+def test_dataset_list_and_patch(exported):
+    kit, patch = exported['kit'], exported['patch'].read_text()
+    init = (kit / 'vlmeval/dataset/__init__.py').read_text()
+    assert 'from .grab.dataset import GRAB\n' in init
+    assert 'from .rococo.dataset import RoCOCOMCQ, RoCOCORetrieval\n' in init
+    assert 'IMAGE_DATASET += [RBenchFull, GRAB, ReMI, RoCOCOMCQ, RoCOCORetrieval]\n' in init
+    for path in ('vlmeval/dataset/__init__.py', 'vlmeval/dataset/grab/dataset.py', 'scripts/prepare_tsv.py',
+                 'vlmeval/dataset/bench_core/specs/rbench.yaml', 'vlmeval/dataset/remi/demo/ReMI_DEMO.tsv'):
+        assert f'diff --git a/{path} b/{path}' in patch
+    # The patch is what a maintainer applies: on a fresh clone of the kit it gives the exported tree.
+    clone = exported['tmp'] / 'clone'
+    subprocess.run(['git', 'clone', '-q', str(kit), str(clone)], check=True)
+    _git(clone, 'apply', str(exported['patch']))
+    for path in _exported_files(kit) + [kit / 'vlmeval/dataset/__init__.py']:
+        rel = path.relative_to(kit)
+        assert (clone / rel).read_bytes() == path.read_bytes(), rel
+
+
+def test_export_again_is_idempotent_and_refuses_foreign_changes(exported, tmp_path):
+    kit, env = exported['kit'], exported['env']
+    again = export(kit, tmp_path / 'again.patch', env)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / 'again.patch').read_bytes() == exported['patch'].read_bytes()
+    # A change the export did not make is never overwritten.
+    score = kit / 'vlmeval/dataset/grab/score.py'
+    original = score.read_bytes()
+    score.write_bytes(original + b'# a local fix\n')
+    try:
+        refused = export(kit, tmp_path / 'refused.patch', env)
+    finally:
+        score.write_bytes(original)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        f'[vlmeval-ext] ERROR: {kit}: uncommitted changes in files the export writes: '
+        'vlmeval/dataset/grab/score.py; commit or stash them first']
+    assert score.read_bytes() == original
+    not_kit = export(tmp_path, tmp_path / 'x.patch', env)
+    assert not_kit.returncode == 2 and 'is not a VLMEvalKit checkout' in not_kit.stderr
+    assert len(not_kit.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope='module')
+def both_runs(exported):
+    tmp, kit = exported['tmp'], exported['kit']
+    (tmp / 'driver.py').write_text(DRIVER)
+    (tmp / 'plugin_eval.py').write_text(PLUGIN_EVAL)
+    with LoopbackServer() as server:
+        server.default = deterministic_reply
+        env = kit_environment(tmp / 'kit-run', server)
+        env.update(PYTHONPATH=str(kit), VLMEVAL_JUDGE_CACHE=str(tmp / 'kit-run' / 'judge-cache'))
+        work = tmp / 'kit-run' / 'out'
+        run = subprocess.run([sys.executable, str(tmp / 'driver.py'), str(kit), '--data', *DEMOS,
+                              '--model', 'loopback', '--base-url', server.base_url, '--judge', 'loopback-judge',
+                              '--judge-base-url', server.base_url, '--work-dir', str(work), '--api-nproc', '4',
+                              '--retry', '1'], env=env, cwd=tmp / 'kit-run', capture_output=True, text=True,
+                             timeout=900)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+        kit_files = {}
+        for data in DEMOS:
+            preds = [p for p in work.rglob(f'*_{data}.*') if not p.is_symlink()
+                     and p.suffix in ('.xlsx', '.tsv', '.csv', '.json') and p.parent.name != 'plugin']
+            scores = [p for p in work.rglob(f'*_{data}_score.json') if not p.is_symlink()]
+            assert len(preds) == 1 and len(scores) == 1, (data, sorted(map(str, work.rglob('*'))))
+            kit_files[data] = (preds[0], scores[0])
+        # The plugin, on copies of the same prediction files, against the same replies.
+        plugin_dir = tmp / 'plugin'
+        plugin_dir.mkdir()
+        todo = []
+        for data, (pred, _) in kit_files.items():
+            shutil.copy2(pred, plugin_dir / pred.name)
+            todo.append((data, str(plugin_dir / pred.name)))
+        plugin_env = kit_environment(tmp / 'plugin-run', server)
+        plugin_env['PYTHONPATH'] = str(REPO_ROOT)
+        plugin = subprocess.run([sys.executable, str(tmp / 'plugin_eval.py'), server.base_url, json.dumps(todo)],
+                                env=plugin_env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+        assert plugin.returncode == 0, plugin.stdout[-3000:] + plugin.stderr[-5000:]
+    return {'run': run, 'kit': kit_files, 'plugin_dir': plugin_dir}
+
+
+def test_the_copy_ran_without_the_plugin(exported, both_runs):
+    lines = [line for line in both_runs['run'].stdout.splitlines() if line.startswith('EXPORT-CHECK')]
+    assert lines == [f'EXPORT-CHECK vlmeval={exported["kit"] / "vlmeval" / "__init__.py"}', 'EXPORT-CHECK plugin=']
+
+
+@pytest.mark.parametrize('data', DEMOS)
+def test_kit_scores_equal_plugin_scores(both_runs, data):
+    pred, kit_score_file = both_runs['kit'][data]
+    kit_scores = json.loads(kit_score_file.read_text())
+    plugin_scores = json.loads((both_runs['plugin_dir'] / f'{pred.stem}_score.json').read_text())
+    assert kit_scores == plugin_scores
+    counts = kit_scores['counts']
+    assert counts.get('items', counts.get('n_items', 0)) > 0
