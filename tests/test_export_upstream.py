@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -112,17 +113,23 @@ def export(kit: Path, patch: Path, env: dict) -> subprocess.CompletedProcess:
                    timeout=120)
 
 
-# Runs the checkout's run.py as `python run.py ...` does, then reports which vlmeval ran and whether any
-# vlmeval_ext module was imported in that process.
-DRIVER = '''import runpy, sys
-kit = sys.argv[1]
-sys.argv = [kit + '/run.py'] + sys.argv[2:]
+# Runs the checkout's run.py as `python run.py ...` does, evaluates further prediction files with the classes of the
+# checkout's dataset list, then reports which vlmeval ran and whether any vlmeval_ext module was imported.
+DRIVER = '''import json, runpy, sys
+kit, evaluations = sys.argv[1], json.loads(sys.argv[2])
+sys.argv = [kit + '/run.py'] + sys.argv[3:]
 try:
     runpy.run_path(sys.argv[0], run_name='__main__')
-finally:
-    import vlmeval
-    print('EXPORT-CHECK vlmeval=' + vlmeval.__file__)
-    print('EXPORT-CHECK plugin=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'vlmeval_ext')))
+except SystemExit as stop:
+    if stop.code not in (None, 0):
+        raise
+import vlmeval
+import vlmeval.dataset
+for name, pred in evaluations:
+    cls = next(c for c in vlmeval.dataset.DATASET_CLASSES if name in c.supported_datasets())
+    cls.for_evaluation(name).evaluate(pred)
+print('EXPORT-CHECK vlmeval=' + vlmeval.__file__)
+print('EXPORT-CHECK plugin=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'vlmeval_ext')))
 '''
 
 # Evaluates prediction files with the plugin (vlmeval-ext eval), one process for all of them.
@@ -133,6 +140,31 @@ for item in json.loads(sys.argv[2]):
     cmd_eval(['--data', item[0], '--pred', item[1], '--judge', 'loopback-judge', '--judge-base-url', base,
               '--api-nproc', '4'])
 '''
+RETRIEVAL = 'RoCOCO-I2T-same_concept'
+RETRIEVAL_ROWS = (0, 1, 2, 3, 83)
+
+
+def retrieval_predictions(fixtures_dir: Path, tmp: Path) -> Path:
+    """A RoCOCO-I2T predictions file as an embedding model leaves it: the split built from real annotation
+    entries (generated COCO images), one random unit vector per row."""
+    from PIL import Image
+
+    from vlmeval_ext.rococo import data as D
+    ann_dir, coco = tmp / 'annotations', tmp / 'coco'
+    ann_dir.mkdir(parents=True)
+    for key in ('clean', 'same_concept'):
+        entries = json.loads((fixtures_dir / 'rococo' / D.ANNOTATION_FILES[key]).read_text())
+        (ann_dir / D.ANNOTATION_FILES[key]).write_text(json.dumps([entries[i] for i in RETRIEVAL_ROWS]))
+    for k, entry in enumerate(json.loads((ann_dir / D.ANNOTATION_FILES['clean']).read_text())):
+        (coco / entry['image']).parent.mkdir(parents=True, exist_ok=True)
+        Image.new('RGB', (48 + 4 * k, 64), (40 * k, 80, 120)).save(coco / entry['image'])
+    frame = D.frame_for(RETRIEVAL, ann_dir, coco, None)
+    vectors = np.random.default_rng(0).standard_normal((len(frame), 8)).astype(np.float32)
+    preds = frame.drop(columns=['image'])
+    preds['prediction'] = [D.encode_vector(v / np.linalg.norm(v)) for v in vectors]
+    path = tmp / f'embedder_{RETRIEVAL}.tsv'
+    preds.to_csv(path, sep='\t', index=False)
+    return path
 
 
 @pytest.fixture(scope='module')
@@ -212,8 +244,11 @@ def test_export_again_is_idempotent_and_refuses_foreign_changes(exported, tmp_pa
 
 
 @pytest.fixture(scope='module')
-def both_runs(exported):
+def both_runs(exported, fixtures_dir):
     tmp, kit = exported['tmp'], exported['kit']
+    retrieval = retrieval_predictions(fixtures_dir, tmp / 'retrieval')
+    (tmp / 'kit-retrieval').mkdir()
+    kit_retrieval = shutil.copy2(retrieval, tmp / 'kit-retrieval' / retrieval.name)
     (tmp / 'driver.py').write_text(DRIVER)
     (tmp / 'plugin_eval.py').write_text(PLUGIN_EVAL)
     with LoopbackServer() as server:
@@ -221,7 +256,8 @@ def both_runs(exported):
         env = kit_environment(tmp / 'kit-run', server)
         env.update(PYTHONPATH=str(kit), VLMEVAL_JUDGE_CACHE=str(tmp / 'kit-run' / 'judge-cache'))
         work = tmp / 'kit-run' / 'out'
-        run = subprocess.run([sys.executable, str(tmp / 'driver.py'), str(kit), '--data', *DEMOS,
+        run = subprocess.run([sys.executable, str(tmp / 'driver.py'), str(kit),
+                              json.dumps([[RETRIEVAL, str(kit_retrieval)]]), '--data', *DEMOS,
                               '--model', 'loopback', '--base-url', server.base_url, '--judge', 'loopback-judge',
                               '--judge-base-url', server.base_url, '--work-dir', str(work), '--api-nproc', '4',
                               '--retry', '1'], env=env, cwd=tmp / 'kit-run', capture_output=True, text=True,
@@ -234,6 +270,7 @@ def both_runs(exported):
             scores = [p for p in work.rglob(f'*_{data}_score.json') if not p.is_symlink()]
             assert len(preds) == 1 and len(scores) == 1, (data, sorted(map(str, work.rglob('*'))))
             kit_files[data] = (preds[0], scores[0])
+        kit_files[RETRIEVAL] = (retrieval, Path(kit_retrieval).with_name(f'{retrieval.stem}_score.json'))
         # The plugin, on copies of the same prediction files, against the same replies.
         plugin_dir = tmp / 'plugin'
         plugin_dir.mkdir()
@@ -254,11 +291,10 @@ def test_the_copy_ran_without_the_plugin(exported, both_runs):
     assert lines == [f'EXPORT-CHECK vlmeval={exported["kit"] / "vlmeval" / "__init__.py"}', 'EXPORT-CHECK plugin=']
 
 
-@pytest.mark.parametrize('data', DEMOS)
+@pytest.mark.parametrize('data', DEMOS + (RETRIEVAL,))
 def test_kit_scores_equal_plugin_scores(both_runs, data):
     pred, kit_score_file = both_runs['kit'][data]
     kit_scores = json.loads(kit_score_file.read_text())
     plugin_scores = json.loads((both_runs['plugin_dir'] / f'{pred.stem}_score.json').read_text())
     assert kit_scores == plugin_scores
-    counts = kit_scores['counts']
-    assert counts.get('items', counts.get('n_items', 0)) > 0
+    assert kit_scores.get('counts', {}).get('items', kit_scores.get('n_texts')) > 0
