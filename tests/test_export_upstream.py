@@ -1,7 +1,8 @@
 """`vlmeval-ext export-upstream`: our benchmarks as kit-native code in a VLMEvalKit checkout, run by its own run.py.
 
-The installed kit's checkout (the upstream leg's editable install; ms-vlmeval is a wheel, not a checkout) is copied
-to a temporary git repository; the export writes into that copy. Then the copy's own run.py runs every demo split
+The installed kit is copied to a temporary git repository laid out as a checkout (the upstream leg: the editable
+checkout itself; the ms-vlmeval leg: the wheel's vlmeval package, with its vlmeval/run.py, the repository's run.py,
+beside it), so the real installation is never touched; the export writes into that copy. Then the copy's own run.py runs every demo split
 (GRAB_DEMO, ReMI_DEMO, R-Bench-Full_DEMO, RoCOCO-MCQ-same_concept_DEMO) with the loopback server as model and
 judge, in a process where the copy's `vlmeval` is imported and vlmeval_ext is not. The plugin then evaluates the
 very same prediction files against the same deterministic judge, and every `_score.json` must be equal. RoCOCO
@@ -33,9 +34,7 @@ EXPORTED = ('vlmeval/dataset/bench_core', 'vlmeval/dataset/rbench', 'vlmeval/dat
 PREFLIGHT = 'Reply with the single word: ready'
 GRAB_JUDGE = 'Return only the extracted numeric answer'
 RBENCH_JUDGE = 'Please only provide the result in the following format: Score:'
-KIT_CHECKOUT_SKIP = ('the installed VLMEvalKit is not a checkout (no run.py beside its vlmeval package): ms-vlmeval '
-                     'from PyPI is a wheel. The export writes into a checkout and runs its run.py; tests/run.sh runs '
-                     'this test in its upstream leg, on an editable checkout')
+NO_KIT_SKIP = 'no VLMEvalKit code found (neither a checkout\'s run.py nor ms-vlmeval\'s vlmeval/run.py)'
 
 
 def _demo_answers() -> list[tuple[str, str]]:
@@ -78,13 +77,18 @@ def deterministic_reply(request: dict) -> str:
             'B', '2'][h % 5]
 
 
-def installed_checkout() -> Path | None:
-    """The root of the installed kit's checkout (parent of its vlmeval package), without importing the kit."""
+def installed_kit() -> tuple[str, Path] | None:
+    """Where the installed kit's code is, without importing it: ('checkout', its root) for an editable checkout,
+    ('wheel', its vlmeval package) for ms-vlmeval, which packs the repository's run.py as vlmeval/run.py."""
     spec = importlib.util.find_spec('vlmeval')
     if spec is None or spec.origin is None:
         return None
-    root = Path(spec.origin).resolve().parents[1]
-    return root if (root / 'run.py').is_file() and (root / 'vlmeval' / 'dataset' / '__init__.py').is_file() else None
+    package = Path(spec.origin).resolve().parent
+    if (package.parent / 'run.py').is_file() and (package / 'dataset' / '__init__.py').is_file():
+        return 'checkout', package.parent
+    if (package / 'run.py').is_file() and (package / 'dataset' / '__init__.py').is_file():
+        return 'wheel', package
+    return None
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -92,16 +96,19 @@ def _git(repo: Path, *args: str) -> str:
                            *args], check=True, capture_output=True, text=True).stdout
 
 
-def copy_checkout(source: Path, dest: Path) -> Path:
-    """The checkout's code (run.py, vlmeval/, its top-level files) as a fresh git repository with one commit."""
+def copy_checkout(kind: str, source: Path, dest: Path) -> Path:
+    """The installed kit's code as a fresh git repository with one commit, laid out as a checkout: run.py beside
+    the vlmeval package (with a checkout, also its top-level files; from the wheel, its vlmeval/run.py)."""
     dest.mkdir(parents=True)
-    for item in source.iterdir():
-        if item.is_file() and item.suffix in ('.py', '.cfg', '.txt', '.toml', '.md', ''):
-            shutil.copy2(item, dest / item.name)
-    shutil.copytree(source / 'vlmeval', dest / 'vlmeval',
-                    ignore=shutil.ignore_patterns('__pycache__', '*.pyc', '*.egg-info'))
-    if (source / 'requirements').is_dir():
-        shutil.copytree(source / 'requirements', dest / 'requirements')
+    ignore = shutil.ignore_patterns('__pycache__', '*.pyc', '*.egg-info')
+    if kind == 'checkout':
+        for item in source.iterdir():
+            if item.is_file() and item.suffix in ('.py', '.cfg', '.txt', '.toml', '.md', ''):
+                shutil.copy2(item, dest / item.name)
+        shutil.copytree(source / 'vlmeval', dest / 'vlmeval', ignore=ignore)
+    else:
+        shutil.copytree(source, dest / 'vlmeval', ignore=ignore)
+        shutil.copy2(source / 'run.py', dest / 'run.py')
     _git(dest, 'init', '-q')
     _git(dest, 'add', '-A')
     _git(dest, 'commit', '-q', '-m', 'kit as installed')
@@ -169,16 +176,16 @@ def retrieval_predictions(fixtures_dir: Path, tmp: Path) -> Path:
 
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory):
-    source = installed_checkout()
-    if source is None:
-        pytest.skip(KIT_CHECKOUT_SKIP)
+    found = installed_kit()
+    if found is None:
+        pytest.skip(NO_KIT_SKIP)
     tmp = tmp_path_factory.mktemp('export')
-    kit = copy_checkout(source, tmp / 'VLMEvalKit')
+    kit = copy_checkout(*found, tmp / 'VLMEvalKit')
     env = kit_environment(tmp)
     proc = export(kit, tmp / 'upstream.patch', env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {'tmp': tmp, 'kit': kit, 'patch': tmp / 'upstream.patch', 'stdout': proc.stdout, 'env': env,
-            'source': source}
+            'source': found[1]}
 
 
 def _exported_files(kit: Path) -> list[Path]:
@@ -286,15 +293,13 @@ def both_runs(exported, fixtures_dir):
     return {'run': run, 'kit': kit_files, 'plugin_dir': plugin_dir}
 
 
-def test_the_copy_ran_without_the_plugin(exported, both_runs):
+def test_demos_through_the_checkouts_run_py_score_as_the_plugin(exported, both_runs):
+    """One test for the whole run (pytest-xdist would otherwise start the run once per worker)."""
     lines = [line for line in both_runs['run'].stdout.splitlines() if line.startswith('EXPORT-CHECK')]
     assert lines == [f'EXPORT-CHECK vlmeval={exported["kit"] / "vlmeval" / "__init__.py"}', 'EXPORT-CHECK plugin=']
-
-
-@pytest.mark.parametrize('data', DEMOS + (RETRIEVAL,))
-def test_kit_scores_equal_plugin_scores(both_runs, data):
-    pred, kit_score_file = both_runs['kit'][data]
-    kit_scores = json.loads(kit_score_file.read_text())
-    plugin_scores = json.loads((both_runs['plugin_dir'] / f'{pred.stem}_score.json').read_text())
-    assert kit_scores == plugin_scores
-    assert kit_scores.get('counts', {}).get('items', kit_scores.get('n_texts')) > 0
+    assert set(both_runs['kit']) == set(DEMOS) | {RETRIEVAL}
+    for data, (pred, kit_score_file) in both_runs['kit'].items():
+        kit_scores = json.loads(kit_score_file.read_text())
+        plugin_scores = json.loads((both_runs['plugin_dir'] / f'{pred.stem}_score.json').read_text())
+        assert kit_scores == plugin_scores, data
+        assert kit_scores.get('counts', {}).get('items', kit_scores.get('n_texts')) > 0, data
