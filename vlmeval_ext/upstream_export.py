@@ -41,7 +41,7 @@ EXPORTED_CLASSES = (
     'vlmeval_ext.rococo.dataset:RoCOCOMCQ',
     'vlmeval_ext.rococo.dataset:RoCOCORetrieval',
 )
-BENCHMARKS = ('rbench', 'grab', 'remi', 'rococo')
+BENCHMARKS = tuple(dict.fromkeys(path.split('.')[1] for path in EXPORTED_CLASSES))   # their demo/ folders go too
 CORE = 'bench_core'                  # vlmeval/dataset/bench_core: what the benchmarks share
 SHARED_SOURCES = ('core', 'corrupt')  # our packages whose needed modules go to bench_core
 DEMO_GLOB = 'demo/*.tsv'
