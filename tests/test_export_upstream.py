@@ -121,20 +121,29 @@ def export(kit: Path, patch: Path, env: dict) -> subprocess.CompletedProcess:
 
 
 # Runs the checkout's run.py as `python run.py ...` does, evaluates further prediction files with the classes of the
-# checkout's dataset list, then reports which vlmeval ran and whether any vlmeval_ext module was imported.
+# checkout's dataset list, runs the checkout's scripts/prepare_tsv.py, then reports which vlmeval ran and whether
+# any vlmeval_ext module was imported in that process.
 DRIVER = '''import json, runpy, sys
-kit, evaluations = sys.argv[1], json.loads(sys.argv[2])
-sys.argv = [kit + '/run.py'] + sys.argv[3:]
-try:
-    runpy.run_path(sys.argv[0], run_name='__main__')
-except SystemExit as stop:
-    if stop.code not in (None, 0):
-        raise
+kit, todo = sys.argv[1], json.loads(sys.argv[2])
+
+
+def run_script(path, argv):
+    sys.argv = [path] + argv
+    try:
+        runpy.run_path(path, run_name='__main__')
+    except SystemExit as stop:
+        if stop.code not in (None, 0):
+            raise
+
+
+run_script(kit + '/run.py', sys.argv[3:])
 import vlmeval
 import vlmeval.dataset
-for name, pred in evaluations:
+for name, pred in todo['evaluate']:
     cls = next(c for c in vlmeval.dataset.DATASET_CLASSES if name in c.supported_datasets())
     cls.for_evaluation(name).evaluate(pred)
+for argv in todo['prepare']:
+    run_script(kit + '/scripts/prepare_tsv.py', argv)
 print('EXPORT-CHECK vlmeval=' + vlmeval.__file__)
 print('EXPORT-CHECK plugin=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'vlmeval_ext')))
 '''
@@ -215,6 +224,9 @@ def test_dataset_list_and_patch(exported):
     assert 'from .grab.dataset import GRAB\n' in init
     assert 'from .rococo.dataset import RoCOCOMCQ, RoCOCORetrieval\n' in init
     assert 'IMAGE_DATASET += [RBenchFull, GRAB, ReMI, RoCOCOMCQ, RoCOCORetrieval]\n' in init
+    if (exported['source'] / 'setup.cfg').is_file():    # a checkout: flake8 keeps our 120-column lines there
+        assert '    vlmeval/dataset/grab/*.py: E501\n' in (kit / 'setup.cfg').read_text()
+        assert 'diff --git a/setup.cfg b/setup.cfg' in patch
     for path in ('vlmeval/dataset/__init__.py', 'vlmeval/dataset/grab/dataset.py', 'scripts/prepare_tsv.py',
                  'vlmeval/dataset/bench_core/specs/rbench.yaml', 'vlmeval/dataset/remi/demo/ReMI_DEMO.tsv'):
         assert f'diff --git a/{path} b/{path}' in patch
@@ -263,8 +275,10 @@ def both_runs(exported, fixtures_dir):
         env = kit_environment(tmp / 'kit-run', server)
         env.update(PYTHONPATH=str(kit), VLMEVAL_JUDGE_CACHE=str(tmp / 'kit-run' / 'judge-cache'))
         work = tmp / 'kit-run' / 'out'
-        run = subprocess.run([sys.executable, str(tmp / 'driver.py'), str(kit),
-                              json.dumps([[RETRIEVAL, str(kit_retrieval)]]), '--data', *DEMOS,
+        todo = {'evaluate': [[RETRIEVAL, str(kit_retrieval)]],
+                'prepare': [[RETRIEVAL, '--from', str(tmp / 'retrieval' / 'annotations'),
+                             '--coco-root', str(tmp / 'retrieval' / 'coco')]]}
+        run = subprocess.run([sys.executable, str(tmp / 'driver.py'), str(kit), json.dumps(todo), '--data', *DEMOS,
                               '--model', 'loopback', '--base-url', server.base_url, '--judge', 'loopback-judge',
                               '--judge-base-url', server.base_url, '--work-dir', str(work), '--api-nproc', '4',
                               '--retry', '1'], env=env, cwd=tmp / 'kit-run', capture_output=True, text=True,
@@ -290,7 +304,8 @@ def both_runs(exported, fixtures_dir):
         plugin = subprocess.run([sys.executable, str(tmp / 'plugin_eval.py'), server.base_url, json.dumps(todo)],
                                 env=plugin_env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
         assert plugin.returncode == 0, plugin.stdout[-3000:] + plugin.stderr[-5000:]
-    return {'run': run, 'kit': kit_files, 'plugin_dir': plugin_dir}
+    return {'run': run, 'kit': kit_files, 'plugin_dir': plugin_dir,
+            'prepared': tmp / 'kit-run' / 'LMUData' / f'{RETRIEVAL}.tsv', 'tmp': tmp}
 
 
 def test_demos_through_the_checkouts_run_py_score_as_the_plugin(exported, both_runs):
@@ -303,3 +318,11 @@ def test_demos_through_the_checkouts_run_py_score_as_the_plugin(exported, both_r
         plugin_scores = json.loads((both_runs['plugin_dir'] / f'{pred.stem}_score.json').read_text())
         assert kit_scores == plugin_scores, data
         assert kit_scores.get('counts', {}).get('items', kit_scores.get('n_texts')) > 0, data
+    # scripts/prepare_tsv.py in the checkout builds the same TSV as the plugin, and prints the md5 to host it with.
+    from vlmeval_ext.core.io import file_md5
+    from vlmeval_ext.rococo import data as D
+    retrieval = both_runs['tmp'] / 'retrieval'
+    ours = D.write_tsv(D.frame_for(RETRIEVAL, retrieval / 'annotations', retrieval / 'coco', None),
+                       str(both_runs['tmp'] / f'{RETRIEVAL}.tsv'))
+    assert both_runs['prepared'].read_bytes() == Path(ours).read_bytes()
+    assert f'md5 {file_md5(ours)}' in both_runs['run'].stdout

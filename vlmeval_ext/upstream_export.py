@@ -47,6 +47,7 @@ SHARED_SOURCES = ('core', 'corrupt')  # our packages whose needed modules go to 
 DEMO_GLOB = 'demo/*.tsv'
 
 INIT = 'vlmeval/dataset/__init__.py'
+SETUP_CFG = 'setup.cfg'                  # flake8: the exported modules keep this package's 120-column lines
 PREPARE_SCRIPT = 'scripts/prepare_tsv.py'
 BLOCK_BEGIN = '# R-Bench-Full, GRAB, ReMI, RoCOCO (vlmeval/dataset/{rbench,grab,remi,rococo}): begin'
 BLOCK_END = '# R-Bench-Full, GRAB, ReMI, RoCOCO: end'
@@ -163,6 +164,8 @@ def kit_module_text(module: str) -> str:
     text = _source_file(module).read_text(encoding='utf-8')
     if module == 'vlmeval_ext.core.spec':
         text = _replace_function(text, 'spec_dir', SPEC_DIR_FUNCTION)
+        if 'resources.' not in text:
+            text = text.replace('from importlib import resources\n', '')
     return rewrite_source(text)
 
 
@@ -284,6 +287,26 @@ def edit_init(text: str) -> str:
         end_import += 1                          # a parenthesised import over several lines
     out = lines[:end_import + 1] + imports + lines[end_import + 1:video] + registry + lines[video:]
     return ''.join(out)
+
+
+def edit_setup_cfg(text: str) -> str:
+    """The kit's flake8 section with E501 (line length) ignored in the exported folders, as the kit does for some
+    of its own files; unchanged when it has no `per-file-ignores`."""
+    text = strip_block(text)
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith('per-file-ignores')), None)
+    if start is None:
+        return text
+    end = start + 1
+    while end < len(lines) and lines[end].startswith((' ', '\t')) and lines[end].strip():
+        end += 1
+    folders = [*(f'vlmeval/dataset/{b}' for b in (CORE, *BENCHMARKS))]
+    block = [f'    {BLOCK_BEGIN}\n', *[f'    {folder}/*.py: E501\n' for folder in folders],
+             f'    {PREPARE_SCRIPT}: E501\n', f'    {BLOCK_END}\n']
+    return ''.join(lines[:end] + block + lines[end:])
+
+
+EDITED = {INIT: edit_init, SETUP_CFG: edit_setup_cfg}   # the kit's own files the export edits (between markers)
 
 
 # -------------------------------------------------------------------------------------------------- the script
@@ -413,8 +436,8 @@ def check_writable(kit: Path, planned: dict[str, bytes], record: dict) -> None:
     for path in sorted(_changed_paths(kit, paths)):
         file = kit / path
         current = file.read_bytes() if file.is_file() else None
-        if path == INIT and current is not None:
-            head = _git(kit, 'show', f'HEAD:{INIT}', check=False)
+        if path in EDITED and current is not None:
+            head = _git(kit, 'show', f'HEAD:{path}', check=False)
             if strip_block(current.decode('utf-8')) == head:
                 continue                 # only the block a previous export added
         elif current is not None and record.get(path) == _sha1(current):
@@ -431,8 +454,9 @@ def export(kit: Path, patch: Path) -> dict:
     """Write the export into the checkout `kit` and its diff to `patch`; returns what was written."""
     kit = check_checkout(Path(kit))
     files = {f.path: f.data for f in plan_files()}
-    init_text = (kit / INIT).read_text(encoding='utf-8')
-    files[INIT] = edit_init(init_text).encode('utf-8')
+    for path, edit in EDITED.items():
+        if (kit / path).is_file():
+            files[path] = edit((kit / path).read_text(encoding='utf-8')).encode('utf-8')
     record = _read_record(kit)
     check_writable(kit, files, record)
     removed = []
@@ -446,7 +470,7 @@ def export(kit: Path, patch: Path) -> dict:
         file.parent.mkdir(parents=True, exist_ok=True)
         if not file.is_file() or file.read_bytes() != data:
             file.write_bytes(data)
-    _record_path(kit).write_text(json.dumps({'files': {p: _sha1(d) for p, d in files.items() if p != INIT}},
+    _record_path(kit).write_text(json.dumps({'files': {p: _sha1(d) for p, d in files.items() if p not in EDITED}},
                                             indent=1, sort_keys=True))
     paths = sorted(files)
     _git(kit, 'add', '--intent-to-add', '--', *paths)
