@@ -58,6 +58,7 @@ TEXT_REPLACEMENTS = (
     ('python -m vlmeval_ext.rococo prepare NAME --ann-dir D --coco-root C',
      f'python {PREPARE_SCRIPT} NAME --from ANNOTATION_DIR --coco-root C'),
     ('vlmeval-ext prepare', f'python {PREPARE_SCRIPT}'),
+    ('such as RoCOCO-CLIP-B32, generative models', 'returning one vector per row, generative models'),
     (' (or `pip install vlmeval-ext[offline-judge]`)', ''),
     ('VLMEVAL_EXT_CACHE', 'VLMEVAL_JUDGE_CACHE'),
     ("'vlmeval-ext'", "'vlmeval-judge'"),
@@ -160,8 +161,95 @@ SPEC_DIR_FUNCTION = '''def spec_dir() -> Path:
 '''
 
 
+# What only the plugin's own tools read (its reference model, its run records): left out of the kit's copy.
+PLUGIN_ONLY_METHODS = ('naive_prediction', 'run_record')
+PLUGIN_ONLY_ATTRIBUTES = ('manifest_extra',)
+
+
+def _plugin_only_lines(tree: ast.Module) -> set[int]:
+    """Line numbers (1-based) of the methods and `self.<attr> = ...` statements only the plugin reads."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in PLUGIN_ONLY_METHODS:
+                    start = min([item.lineno] + [d.lineno for d in item.decorator_list])
+                    lines.update(range(start, item.end_lineno + 1))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Attribute) and target.attr in PLUGIN_ONLY_ATTRIBUTES and \
+                    isinstance(target.value, ast.Name) and target.value.id == 'self':
+                lines.update(range(node.lineno, node.end_lineno + 1))
+    return lines
+
+
+def _unused_imports(tree: ast.Module) -> set[str]:
+    """Names bound by top-level imports that nothing in the module uses."""
+    imported = {(a.asname or a.name).split('.')[0] for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+                for a in node.names if a.name != '*'}
+    return imported - {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def _unused_locals(tree: ast.Module) -> set[tuple[str, str]]:
+    """(function, name) of plain `name = ...` statements in functions whose name is never read there."""
+    found = set()
+    for func in ast.walk(tree):
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            read = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+            for node in ast.walk(func):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                        and node.targets[0].id not in read:
+                    found.add((func.name, node.targets[0].id))
+    return found
+
+
+def _without_lines(text: str, drop: set[int]) -> str:
+    """`text` without the given lines (1-based), and without a blank line a dropped block leaves doubled."""
+    kept: list[str] = []
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        if number in drop:
+            continue
+        if not line.strip() and kept and not kept[-1].strip() and (number - 1) in drop:
+            continue
+        kept.append(line)
+    return ''.join(kept)
+
+
+def drop_plugin_only(text: str) -> str:
+    """`text` without PLUGIN_ONLY_METHODS / PLUGIN_ONLY_ATTRIBUTES, and without what only they used: the local
+    variables they read (side-effect-free spec look-ups) and imports."""
+    tree = ast.parse(text)
+    drop = _plugin_only_lines(tree)
+    if not drop:
+        return text
+    imports_before, locals_before = _unused_imports(tree), _unused_locals(tree)
+    text = _without_lines(text, drop)
+    tree = ast.parse(text)
+    stale = _unused_locals(tree) - locals_before
+    drop = set()
+    for func in ast.walk(tree):
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(func):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                        isinstance(node.targets[0], ast.Name) and (func.name, node.targets[0].id) in stale:
+                    drop.update(range(node.lineno, node.end_lineno + 1))
+    text = _without_lines(text, drop)
+    tree = ast.parse(text)
+    newly_unused = _unused_imports(tree) - imports_before
+    for node in reversed([n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]):
+        names = [a for a in node.names if (a.asname or a.name).split('.')[0] not in newly_unused]
+        if len(names) == len(node.names):
+            continue
+        listed = ', '.join(a.name + (f' as {a.asname}' if a.asname else '') for a in names)
+        new = [] if not names else [f'from {"." * node.level}{node.module or ""} import {listed}\n'
+                                    if isinstance(node, ast.ImportFrom) else f'import {listed}\n']
+        lines = text.splitlines(keepends=True)
+        text = ''.join(lines[:node.lineno - 1] + new + lines[node.end_lineno:])
+    return text
+
+
 def kit_module_text(module: str) -> str:
-    text = _source_file(module).read_text(encoding='utf-8')
+    text = drop_plugin_only(_source_file(module).read_text(encoding='utf-8'))
     if module == 'vlmeval_ext.core.spec':
         text = _replace_function(text, 'spec_dir', SPEC_DIR_FUNCTION)
         if 'resources.' not in text:
