@@ -326,3 +326,81 @@ def test_demos_through_the_checkouts_run_py_score_as_the_plugin(exported, both_r
                        str(both_runs['tmp'] / f'{RETRIEVAL}.tsv'))
     assert both_runs['prepared'].read_bytes() == Path(ours).read_bytes()
     assert f'md5 {file_md5(ours)}' in both_runs['run'].stdout
+
+
+# ------------------------------------------------------------------------------ without a kit: the pure parts
+KIT_INIT = '''from vlmeval.smp import load
+from .aaa import AAA
+from .mmm import (M1,
+                  M2)
+
+from .video_dataset_config import supported_video_datasets  # isort: skip
+
+IMAGE_DATASET = [
+    AAA, M1, M2,
+]
+
+VIDEO_DATASET = [
+    VVV,
+]
+'''
+
+
+def test_dataset_list_edit_is_undone_exactly_and_refuses_an_unknown_layout():
+    from vlmeval_ext.errors import ExtError
+    from vlmeval_ext.upstream_export import edit_init, strip_block
+    edited = edit_init(KIT_INIT)
+    assert edited.index('from .grab.dataset import GRAB') > edited.index('M2)')           # after the last import
+    assert edited.index('from .grab.dataset import GRAB') < edited.index('isort: skip')
+    assert edited.index('IMAGE_DATASET += [RBenchFull') < edited.index('VIDEO_DATASET = [')
+    assert strip_block(edited) == KIT_INIT
+    assert edit_init(edited) == edited                                                     # idempotent
+    with pytest.raises(ExtError, match=r'vlmeval/dataset/__init__.py: not the kit\'s dataset list'):
+        edit_init('IMAGE_DATASET = []\n')
+
+
+def test_module_mapping_and_plugin_only_code():
+    from vlmeval_ext.upstream_export import drop_plugin_only, kit_module, rewrite_source
+    assert kit_module('vlmeval_ext.grab.score') == 'vlmeval.dataset.grab.score'
+    assert kit_module('vlmeval_ext.core.io') == 'vlmeval.dataset.bench_core.io'
+    assert kit_module('vlmeval_ext.errors') == 'vlmeval.dataset.bench_core.errors'
+    assert rewrite_source('from vlmeval_ext.core.io import DataError  # see `vlmeval-ext prepare GRAB`\n') == \
+        'from vlmeval.dataset.bench_core.io import DataError  # see `python scripts/prepare_tsv.py GRAB`\n'
+    source = '''from .prompt import naive, real
+
+
+class D:
+    def evaluate(self):
+        spec = load()
+        self.manifest_extra = {'spec': spec}
+        return real()
+
+    @classmethod
+    def naive_prediction(cls):
+        return naive()
+
+    def other(self):
+        return 1
+'''
+    assert drop_plugin_only(source) == '''from .prompt import real
+
+
+class D:
+    def evaluate(self):
+        return real()
+
+    def other(self):
+        return 1
+'''
+
+
+def test_refuses_a_folder_that_is_no_git_checkout(tmp_path):
+    for path in ('run.py', 'vlmeval/dataset/__init__.py', 'vlmeval/dataset/image_base.py', 'vlmeval/smp/__init__.py'):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text('')
+    proc = export(tmp_path, tmp_path / 'x.patch', kit_environment(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f'[vlmeval-ext] ERROR: {tmp_path} is not a git checkout (the export ends with a `git diff`): clone '
+        'VLMEvalKit, or run `git init && git add -A && git commit -m base` in it first']
+    assert not (tmp_path / 'vlmeval' / 'dataset' / 'grab').exists()
