@@ -41,6 +41,12 @@ EXPORTED_CLASSES = (
     'vlmeval_ext.rococo.dataset:RoCOCOMCQ',
     'vlmeval_ext.rococo.dataset:RoCOCORetrieval',
 )
+# The kit models exported with them (RoCOCO retrieval is scored from embeddings): module -> its kit module, and the
+# registered names of this package that are built from them (vlmeval_ext.registry.MODEL_FACTORIES).
+EXPORTED_MODELS = ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',)
+MODEL_MODULES = {'vlmeval_ext.rococo.models': 'vlmeval.vlm.rococo_embedding'}
+VLM_INIT = 'vlmeval/vlm/__init__.py'
+CONFIG = 'vlmeval/config.py'
 BENCHMARKS = tuple(dict.fromkeys(path.split('.')[1] for path in EXPORTED_CLASSES))   # their demo/ folders go too
 CORE = 'bench_core'                  # vlmeval/dataset/bench_core: what the benchmarks share
 SHARED_SOURCES = ('core', 'corrupt')  # our packages whose needed modules go to bench_core
@@ -77,7 +83,10 @@ class ExportError(ExtError):
 # ---------------------------------------------------------------------------------------------- module mapping
 def kit_module(name: str) -> str:
     """Where our module `name` (vlmeval_ext.X.Y) lives in the kit: vlmeval.dataset.<bench>.Y, or
-    vlmeval.dataset.bench_core.Y for the shared helpers (core, errors, the corruption functions)."""
+    vlmeval.dataset.bench_core.Y for the shared helpers (core, errors, the corruption functions); models go to
+    vlmeval/vlm/ (MODEL_MODULES)."""
+    if name in MODEL_MODULES:
+        return MODEL_MODULES[name]
     parts = name.split('.')
     assert parts[0] == 'vlmeval_ext', name
     rest = parts[1:]
@@ -294,7 +303,7 @@ def _class_parts(path: str) -> tuple[str, str]:
 
 def plan_files() -> list[ExportFile]:
     """Every file the export writes (besides the edit of vlmeval/dataset/__init__.py)."""
-    roots = [_class_parts(p)[0] for p in EXPORTED_CLASSES]
+    roots = [_class_parts(p)[0] for p in EXPORTED_CLASSES + EXPORTED_MODELS]
     modules = module_closure(roots)
     files: dict[str, bytes] = {}
     texts = []
@@ -340,7 +349,7 @@ def class_names() -> list[str]:
 
 
 def strip_block(text: str) -> str:
-    """vlmeval/dataset/__init__.py without what an export added (every line between the markers)."""
+    """A kit file the export edits, without what an export added (every line between the markers)."""
     lines = text.splitlines(keepends=True)
     out: list[str] = []
     k = 0
@@ -390,11 +399,45 @@ def edit_setup_cfg(text: str) -> str:
         end += 1
     folders = [*(f'vlmeval/dataset/{b}' for b in (CORE, *BENCHMARKS))]
     block = [f'    {BLOCK_BEGIN}\n', *[f'    {folder}/*.py: E501\n' for folder in folders],
+             *[f'    {kit_path(_class_parts(m)[0])}: E501\n' for m in EXPORTED_MODELS],
              f'    {PREPARE_SCRIPT}: E501\n', f'    {BLOCK_END}\n']
     return ''.join(lines[:end] + block + lines[end:])
 
 
-EDITED = {INIT: edit_init, SETUP_CFG: edit_setup_cfg}   # the kit's own files the export edits (between markers)
+def edit_vlm_init(text: str) -> str:
+    """The kit's model package with our model classes imported at its end (between markers)."""
+    text = strip_block(text)
+    lines = [f'from {kit_module(m).removeprefix("vlmeval.vlm")} import {c}\n'
+             for m, c in map(_class_parts, EXPORTED_MODELS)]
+    return _at_end(text, [BLOCK_BEGIN + '\n', *lines, BLOCK_END + '\n'])
+
+
+def _at_end(text: str, block: list[str]) -> str:
+    return (text if not text or text.endswith('\n') else text + '\n') + ''.join(block)
+
+
+def model_entries() -> dict[str, str]:
+    """name -> `partial(vlm.Class, k=v, ...)` for our registered models built from an exported class."""
+    from vlmeval_ext.registry import MODEL_FACTORIES
+    entries = {}
+    for name, (path, kwargs) in MODEL_FACTORIES.items():
+        if path in EXPORTED_MODELS:
+            args = ''.join(f', {k}={v!r}' for k, v in kwargs.items())
+            entries[name] = f'partial(\n        vlm.{_class_parts(path)[1]}{args})'
+    return entries
+
+
+def edit_config(text: str) -> str:
+    """The kit's model table with our models added to supported_VLM at its end (between markers)."""
+    text = strip_block(text)
+    if 'supported_VLM' not in text or 'from functools import partial' not in text:
+        raise ExportError(f'{CONFIG}: not the kit\'s model table as expected (no supported_VLM / partial)')
+    rows = [f'    {name!r}: {entry},\n' for name, entry in model_entries().items()]
+    return _at_end(text, [BLOCK_BEGIN + '\n', 'rococo_embedding_series = {\n', *rows, '}\n',
+                          'supported_VLM.update(rococo_embedding_series)\n', BLOCK_END + '\n'])
+
+
+EDITED = {INIT: edit_init, SETUP_CFG: edit_setup_cfg, VLM_INIT: edit_vlm_init, CONFIG: edit_config}   # the kit's own files the export edits (between markers)
 
 
 # -------------------------------------------------------------------------------------------------- the script
