@@ -6,8 +6,9 @@ beside it), so the real installation is never touched; the export writes into th
 (GRAB_DEMO, ReMI_DEMO, R-Bench-Full_DEMO, RoCOCO-MCQ-same_concept_DEMO) with the loopback server as model and
 judge, in a process where the copy's `vlmeval` is imported and vlmeval_ext is not. The plugin then evaluates the
 very same prediction files against the same deterministic judge, and every `_score.json` must be equal. RoCOCO
-retrieval ships no demo split and needs an embedding model: its exported class is checked by evaluating the same
-embedding predictions both ways.
+retrieval ships no demo split and needs an embedding model: its exported class evaluates the same embedding
+predictions as the plugin, the exported embedding model (a tiny random CLIP) embeds as the plugin's, and the
+checkout's scripts/prepare_tsv.py builds the plugin's TSV.
 """
 from __future__ import annotations
 
@@ -144,6 +145,11 @@ for name, pred in todo['evaluate']:
     cls.for_evaluation(name).evaluate(pred)
 for argv in todo['prepare']:
     run_script(kit + '/scripts/prepare_tsv.py', argv)
+from vlmeval.config import supported_VLM
+from vlmeval.vlm import RoCOCOEmbeddingModel
+assert supported_VLM['RoCOCO-CLIP-B32'].func is RoCOCOEmbeddingModel
+model = RoCOCOEmbeddingModel(model_path=todo['embed']['model_path'], backend='hf-clip', device='cpu')
+print('EXPORT-EMB ' + json.dumps([model.generate([{'type': t, 'value': v}]) for t, v in todo['embed']['rows']]))
 print('EXPORT-CHECK vlmeval=' + vlmeval.__file__)
 print('EXPORT-CHECK plugin=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'vlmeval_ext')))
 '''
@@ -152,9 +158,13 @@ print('EXPORT-CHECK plugin=' + ','.join(sorted(m for m in sys.modules if m.split
 PLUGIN_EVAL = '''import json, sys
 from vlmeval_ext.cli import cmd_eval
 base = sys.argv[1]
-for item in json.loads(sys.argv[2]):
+todo = json.loads(sys.argv[2])
+for item in todo['evaluate']:
     cmd_eval(['--data', item[0], '--pred', item[1], '--judge', 'loopback-judge', '--judge-base-url', base,
               '--api-nproc', '4'])
+from vlmeval_ext.rococo.models import RoCOCOEmbeddingModel
+model = RoCOCOEmbeddingModel(model_path=todo['embed']['model_path'], backend='hf-clip', device='cpu')
+print('EXPORT-EMB ' + json.dumps([model.generate([{'type': t, 'value': v}]) for t, v in todo['embed']['rows']]))
 '''
 RETRIEVAL = 'RoCOCO-I2T-same_concept'
 RETRIEVAL_ROWS = (0, 1, 2, 3, 83)
@@ -199,7 +209,7 @@ def exported(tmp_path_factory):
 
 def _exported_files(kit: Path) -> list[Path]:
     files = [p for d in EXPORTED for p in sorted((kit / d).rglob('*.py'))]
-    return files + [kit / 'scripts' / 'prepare_tsv.py']
+    return files + [kit / 'vlmeval' / 'vlm' / 'rococo_embedding.py', kit / 'scripts' / 'prepare_tsv.py']
 
 
 def test_no_exported_file_imports_the_plugin(exported):
@@ -224,6 +234,8 @@ def test_dataset_list_and_patch(exported):
     assert 'from .grab.dataset import GRAB\n' in init
     assert 'from .rococo.dataset import RoCOCOMCQ, RoCOCORetrieval\n' in init
     assert 'IMAGE_DATASET += [RBenchFull, GRAB, ReMI, RoCOCOMCQ, RoCOCORetrieval]\n' in init
+    assert 'from .rococo_embedding import RoCOCOEmbeddingModel\n' in (kit / 'vlmeval/vlm/__init__.py').read_text()
+    assert 'supported_VLM.update(rococo_embedding_series)\n' in (kit / 'vlmeval/config.py').read_text()
     if (exported['source'] / 'setup.cfg').is_file():    # a checkout: flake8 keeps our 120-column lines there
         assert '    vlmeval/dataset/grab/*.py: E501\n' in (kit / 'setup.cfg').read_text()
         assert 'diff --git a/setup.cfg b/setup.cfg' in patch
@@ -234,7 +246,8 @@ def test_dataset_list_and_patch(exported):
     clone = exported['tmp'] / 'clone'
     subprocess.run(['git', 'clone', '-q', str(kit), str(clone)], check=True)
     _git(clone, 'apply', str(exported['patch']))
-    for path in _exported_files(kit) + [kit / 'vlmeval/dataset/__init__.py']:
+    for path in _exported_files(kit) + [kit / p for p in ('vlmeval/dataset/__init__.py', 'vlmeval/vlm/__init__.py',
+                                                          'vlmeval/config.py')]:
         rel = path.relative_to(kit)
         assert (clone / rel).read_bytes() == path.read_bytes(), rel
 
@@ -268,6 +281,12 @@ def both_runs(exported, fixtures_dir):
     retrieval = retrieval_predictions(fixtures_dir, tmp / 'retrieval')
     (tmp / 'kit-retrieval').mkdir()
     kit_retrieval = shutil.copy2(retrieval, tmp / 'kit-retrieval' / retrieval.name)
+    # A tiny random CLIP saved like a hub checkpoint: the exported and the plugin's embedding model embed the same
+    # caption and image.
+    from test_rococo_embed import make_tiny_clip
+    coco_image = next((tmp / 'retrieval' / 'coco').rglob('*.jpg'))
+    embed = {'model_path': str(make_tiny_clip(tmp / 'tiny-clip')),
+             'rows': [['text', 'a man riding a horse on a beach'], ['image', str(coco_image)]]}
     (tmp / 'driver.py').write_text(DRIVER)
     (tmp / 'plugin_eval.py').write_text(PLUGIN_EVAL)
     with LoopbackServer() as server:
@@ -275,7 +294,7 @@ def both_runs(exported, fixtures_dir):
         env = kit_environment(tmp / 'kit-run', server)
         env.update(PYTHONPATH=str(kit), VLMEVAL_JUDGE_CACHE=str(tmp / 'kit-run' / 'judge-cache'))
         work = tmp / 'kit-run' / 'out'
-        todo = {'evaluate': [[RETRIEVAL, str(kit_retrieval)]],
+        todo = {'evaluate': [[RETRIEVAL, str(kit_retrieval)]], 'embed': embed,
                 'prepare': [[RETRIEVAL, '--from', str(tmp / 'retrieval' / 'annotations'),
                              '--coco-root', str(tmp / 'retrieval' / 'coco')]]}
         run = subprocess.run([sys.executable, str(tmp / 'driver.py'), str(kit), json.dumps(todo), '--data', *DEMOS,
@@ -301,10 +320,11 @@ def both_runs(exported, fixtures_dir):
             todo.append((data, str(plugin_dir / pred.name)))
         plugin_env = kit_environment(tmp / 'plugin-run', server)
         plugin_env['PYTHONPATH'] = str(REPO_ROOT)
-        plugin = subprocess.run([sys.executable, str(tmp / 'plugin_eval.py'), server.base_url, json.dumps(todo)],
+        plugin = subprocess.run([sys.executable, str(tmp / 'plugin_eval.py'), server.base_url,
+                                 json.dumps({'evaluate': todo, 'embed': embed})],
                                 env=plugin_env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
         assert plugin.returncode == 0, plugin.stdout[-3000:] + plugin.stderr[-5000:]
-    return {'run': run, 'kit': kit_files, 'plugin_dir': plugin_dir,
+    return {'run': run, 'kit': kit_files, 'plugin_dir': plugin_dir, 'plugin': plugin,
             'prepared': tmp / 'kit-run' / 'LMUData' / f'{RETRIEVAL}.tsv', 'tmp': tmp}
 
 
@@ -313,6 +333,11 @@ def test_demos_through_the_checkouts_run_py_score_as_the_plugin(exported, both_r
     lines = [line for line in both_runs['run'].stdout.splitlines() if line.startswith('EXPORT-CHECK')]
     assert lines == [f'EXPORT-CHECK vlmeval={exported["kit"] / "vlmeval" / "__init__.py"}', 'EXPORT-CHECK plugin=']
     assert set(both_runs['kit']) == set(DEMOS) | {RETRIEVAL}
+    # The exported embedding model (registered in the checkout's supported_VLM) embeds as the plugin's does.
+    kit_vectors = [line for line in both_runs['run'].stdout.splitlines() if line.startswith('EXPORT-EMB ')]
+    plugin_vectors = [line for line in both_runs['plugin'].stdout.splitlines() if line.startswith('EXPORT-EMB ')]
+    assert len(kit_vectors) == 1 and kit_vectors == plugin_vectors
+    assert all(v.startswith('emb:f32:') for v in json.loads(kit_vectors[0][len('EXPORT-EMB '):]))
     for data, (pred, kit_score_file) in both_runs['kit'].items():
         kit_scores = json.loads(kit_score_file.read_text())
         plugin_scores = json.loads((both_runs['plugin_dir'] / f'{pred.stem}_score.json').read_text())
@@ -364,6 +389,7 @@ def test_module_mapping_and_plugin_only_code():
     assert kit_module('vlmeval_ext.grab.score') == 'vlmeval.dataset.grab.score'
     assert kit_module('vlmeval_ext.core.io') == 'vlmeval.dataset.bench_core.io'
     assert kit_module('vlmeval_ext.errors') == 'vlmeval.dataset.bench_core.errors'
+    assert kit_module('vlmeval_ext.rococo.models') == 'vlmeval.vlm.rococo_embedding'
     assert rewrite_source('from vlmeval_ext.core.io import DataError  # see `vlmeval-ext prepare GRAB`\n') == \
         'from vlmeval.dataset.bench_core.io import DataError  # see `python scripts/prepare_tsv.py GRAB`\n'
     source = '''from .prompt import naive, real

@@ -9,6 +9,9 @@ What it writes into the checkout DIR (a git work tree):
   binding through the kit's `build_judge`, judge runner, predictions rule, text-exact I/O), the error root, and
   `specs/` (the YAML specs the code reads);
 - `vlmeval/dataset/__init__.py`: the classes imported and added to `IMAGE_DATASET`, as the kit does for its own;
+- `vlmeval/vlm/rococo_embedding.py`: the RoCOCO embedding model, imported in `vlmeval/vlm/__init__.py`, its named
+  configurations added to `supported_VLM` in `vlmeval/config.py`;
+- `setup.cfg`: flake8's line-length exemption for the exported files (they keep their 120 columns);
 - `scripts/prepare_tsv.py`: builds a benchmark's TSV from its official release and prints the md5 the kit's
   `DATASET_MD5` takes, for the maintainers who host the TSVs.
 
