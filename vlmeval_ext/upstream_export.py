@@ -197,8 +197,8 @@ def _plugin_only_lines(tree: ast.Module) -> set[int]:
 
 def _unused_imports(tree: ast.Module) -> set[str]:
     """Names bound by top-level imports that nothing in the module uses."""
-    imported = {(a.asname or a.name).split('.')[0] for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
-                for a in node.names if a.name != '*'}
+    imported = {(a.asname or a.name).split('.')[0] for node in tree.body
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names if a.name != '*'}
     return imported - {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
 
@@ -440,7 +440,8 @@ def edit_config(text: str) -> str:
                           'supported_VLM.update(rococo_embedding_series)\n', BLOCK_END + '\n'])
 
 
-EDITED = {INIT: edit_init, SETUP_CFG: edit_setup_cfg, VLM_INIT: edit_vlm_init, CONFIG: edit_config}   # the kit's own files the export edits (between markers)
+# The kit's own files the export edits (between markers; `strip_block` gives back the kit's text).
+EDITED = {INIT: edit_init, SETUP_CFG: edit_setup_cfg, VLM_INIT: edit_vlm_init, CONFIG: edit_config}
 
 
 # -------------------------------------------------------------------------------------------------- the script
