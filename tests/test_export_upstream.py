@@ -2,13 +2,13 @@
 
 The installed kit is copied to a temporary git repository laid out as a checkout (the upstream leg: the editable
 checkout itself; the ms-vlmeval leg: the wheel's vlmeval package, with its vlmeval/run.py, the repository's run.py,
-beside it), so the real installation is never touched; the export writes into that copy. Then the copy's own
-run.py runs every demo split (GRAB_DEMO, ReMI_DEMO, R-Bench-Full_DEMO, RoCOCO-MCQ-same_concept_DEMO) with the
-loopback server as model and judge, in a process where the copy's `vlmeval` is imported and vlmeval_ext is
-not. The plugin then evaluates the very same prediction files against the same deterministic judge, and every
-`_score.json` must be equal. RoCOCO retrieval ships no demo split and needs an embedding model: its exported class evaluates the same embedding
-predictions as the plugin, the exported embedding model (a tiny random CLIP) embeds as the plugin's, and the
-checkout's scripts/prepare_tsv.py builds the plugin's TSV.
+beside it), so the real installation is never touched; the export writes into that copy. Then the copy's own run.py
+runs every demo split (GRAB_DEMO, ReMI_DEMO, R-Bench-Full_DEMO, RoCOCO-MCQ-same_concept_DEMO) with the loopback
+server as model and judge, in a process where the copy's `vlmeval` is imported and vlmeval_ext is not. The plugin
+then evaluates the very same prediction files against the same deterministic judge, and every `_score.json` must be
+equal. RoCOCO retrieval ships no demo split and needs an embedding model: its exported class evaluates the same
+embedding predictions as the plugin, the exported embedding model (a tiny random CLIP) embeds as the plugin's, and
+the checkout's scripts/prepare_tsv.py builds the plugin's TSV.
 """
 from __future__ import annotations
 
