@@ -16,6 +16,8 @@ DELEGATED = {
     'rococo': ('vlmeval_ext.rococo.__main__:main', 'RoCOCO tools: score, gallery, make-mixed'),
     'leaderboard': ('vlmeval_ext.core.leaderboard:leaderboard_main', 'collect a work dir into a leaderboard'),
     'diff-manifests': ('vlmeval_ext.core.manifest:diff_manifests_main', 'why two runs may disagree'),
+    'export-upstream': ('vlmeval_ext.upstream_export:export_main',
+                        'write our benchmarks as kit-native code into a VLMEvalKit checkout, and its git diff'),
 }
 
 
