@@ -9,7 +9,7 @@ reads every cell as text and validates what the kit's `__init__` will touch, so 
 code:
 
 - `index`: present, unique, and each value a plain integer or a name (letters, digits, '_' and '-', starting
-  with a letter): the kit eval()s each index to test whether all are integers;
+  with a letter): the kit runs each index through Python's `eval` to test whether all are integers;
 - `image`: no empty cell; each cell one base64 image, a list of them (JSON or Python literal, rewritten as a
   plain list literal, which is what the kit evaluates), or the index of another row holding an image;
 - `image_path`: no empty cell; list cells parsed into Python lists (the kit would eval them).
@@ -34,7 +34,7 @@ from vlmeval_ext.core.io import (DataError, file_md5, lmu_data_root, parse_list_
 __all__ = ['ExtImageDataset', 'write_dataset_tsv', 'safe_join', 'lmu_data_root', 'tsv_path',
            'stem_path', 'kit_ready_table', 'SAFE_INDEX']
 
-# What the kit's eval() of an index may see: an integer, or a name that is no Python constant.
+# What the kit's `eval` of an index may see: an integer, or a name that is no Python constant.
 SAFE_INDEX = re.compile(r'-?[0-9]+|[A-Za-z][A-Za-z0-9_\-]*')
 _PY_CONSTANTS = {'True', 'False', 'None'}
 _BASE64 = re.compile(r'[A-Za-z0-9+/=\r\n]+')
