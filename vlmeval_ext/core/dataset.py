@@ -14,14 +14,19 @@ code:
   plain list literal, which is what the kit evaluates), or the index of another row holding an image;
 - `image_path`: no empty cell; list cells parsed into Python lists (the kit would eval them).
 
-`dump_image` is ours too: image names from data can never leave the image folder.
+`dump_image` is ours too: image names from data can never leave the image folder, and the image folder holds
+only images dumped from the TSV now in place: it carries that TSV's md5 (`.source_md5`), and when the TSV changes
+(a new `prepare`, a corrected release) the folder's images are removed first, with one line saying so, and written
+again from the new TSV (`images_from_tsv`).
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import os.path as osp
 import re
 import shutil
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -32,7 +37,7 @@ from vlmeval_ext.core.io import (DataError, file_md5, lmu_data_root, parse_list_
                                  stem_path, tsv_path, write_kit_tsv)
 
 __all__ = ['ExtImageDataset', 'write_dataset_tsv', 'safe_join', 'lmu_data_root', 'tsv_path',
-           'stem_path', 'kit_ready_table', 'SAFE_INDEX']
+           'stem_path', 'kit_ready_table', 'images_from_tsv', 'SAFE_INDEX']
 
 # What the kit's eval() of an index may see: an integer, or a name that is no Python constant.
 SAFE_INDEX = re.compile(r'-?[0-9]+|[A-Za-z][A-Za-z0-9_\-]*')
@@ -55,6 +60,38 @@ def safe_join(root: str, name: str, where: str) -> str:
     if not path.startswith(osp.normpath(root) + os.sep):
         raise DataError(f'{where}: image name {name!r} leaves the image folder')
     return path
+
+
+IMAGE_STAMP = '.source_md5'     # in an image folder: the md5 of the TSV its images were dumped from
+_IMAGE_LOCK = '.lock'
+
+
+def images_from_tsv(folder: str, md5: str, tsv: str) -> int:
+    """Make `folder` an image folder of the TSV whose md5 is `md5`: when it holds files dumped from another TSV
+    (another md5, or no stamp), remove them first and say so on stderr. Returns the number of entries removed.
+    Safe with several processes (ranks) at once: the check and the clean-up hold an exclusive lock."""
+    os.makedirs(folder, exist_ok=True)
+    with open(osp.join(folder, _IMAGE_LOCK), 'a') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stamp = osp.join(folder, IMAGE_STAMP)
+        old = Path(stamp).read_text().strip() if osp.exists(stamp) else None
+        if old == md5:
+            return 0
+        stale = [n for n in os.listdir(folder) if n not in (IMAGE_STAMP, _IMAGE_LOCK)]
+        for name in stale:
+            path = osp.join(folder, name)
+            if osp.isdir(path) and not osp.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        tmp = f'{stamp}.tmp{os.getpid()}'
+        Path(tmp).write_text(md5 + '\n')
+        os.replace(tmp, stamp)
+    if stale:
+        was = f'md5 {old}' if old else 'an unrecorded version'
+        print(f'[vlmeval-ext] INFO: {folder}: {len(stale)} image file(s) were dumped from another {tsv} ({was}); '
+              f'removed, written again from the current one (md5 {md5})', file=sys.stderr, flush=True)
+    return len(stale)
 
 
 def _text(value) -> str:
@@ -222,27 +259,42 @@ class ExtImageDataset(ImageBaseDataset):
             raise DataError(f'{url}: the downloaded file\'s md5 is not the expected {expected}')
         os.replace(partial, path)
 
-    def check_md5(self, dataset: str, path: str) -> None:
+    def check_md5(self, dataset: str, path: str) -> str:
+        """The TSV's md5, checked against DATASET_MD5 (else the `.md5` sidecar of `prepare`) when one is known."""
         expected = self.DATASET_MD5.get(dataset)
         sidecar = path + '.md5'
         if expected is None and osp.exists(sidecar):
             expected = Path(sidecar).read_text().strip()
+        actual = file_md5(path)
         if expected:
-            actual = file_md5(path)
             if actual != expected:
                 raise DataError(f'{path}: md5 {actual} does not match the expected {expected}; the file is damaged '
                                 f'or from another source. Rebuild it with `vlmeval-ext prepare {dataset}`')
+        return actual
 
     def load_data(self, dataset):
         path = self.ensure_tsv(dataset)
-        self.check_md5(dataset, path)
+        self.tsv_md5 = self.check_md5(dataset, path)
         data = read_table(path)
         return kit_ready_table(data, path, self.REQUIRED_COLUMNS, self.image_rows(data))
+
+    tsv_md5: str | None = None
+    _images_checked: str | None = None
+
+    def image_folder(self, folder: str | None = None) -> str:
+        """img_root (or `folder`, where this dataset's images go), emptied first when its images were dumped from
+        another version of the TSV (checked once per folder)."""
+        folder = folder or self.img_root
+        if self.tsv_md5 and self._images_checked != folder:
+            images_from_tsv(folder, self.tsv_md5, getattr(self, 'data_path', None) or self.dataset_name)
+            self._images_checked = folder
+        os.makedirs(folder, exist_ok=True)
+        return folder
 
     def dump_image(self, line):
         """Decode the row's image(s) into img_root (never outside it); returns the list of paths."""
         from vlmeval.smp import decode_base64_to_image_file, read_ok
-        os.makedirs(self.img_root, exist_ok=True)
+        self.image_folder()
         where = f'{self.data_path}: index {line["index"]}'
         images = line['image'] if isinstance(line['image'], list) else [line['image']]
         names = line.get('image_path') if 'image_path' in line else None

@@ -92,6 +92,7 @@ class CorruptedDataset(ExtImageDataset):
     def build_prompt(self, line):
         if isinstance(line, int):
             line = self.data.iloc[line]
+        self.image_folder(self.base.img_root)   # the kit's dump_image writes there: only images of this TSV
         return self.base.build_prompt(line)  # the base dataset's own prompt, our (corrupted) image
 
     def _score_part(self, base: K.BaseDataset, rows: pd.DataFrame, sub_file: str, judge: K.RCJudge) -> tuple:

@@ -127,7 +127,7 @@ class RoCOCORetrieval(ExtImageDataset):
         """The image's bytes as stored (the COCO JPEG, no re-encoding) under img_root/<index><ext>."""
         where = f'{self.data_path}: index {line["index"]}'
         ext = osp.splitext(str(line['source']))[1].lower() or '.jpg'
-        path = safe_join(self.img_root, f'{line["index"]}{ext}', where)
+        path = safe_join(self.image_folder(), f'{line["index"]}{ext}', where)
         if not (osp.exists(path) and osp.getsize(path) > 0):
             try:
                 raw = base64.b64decode(line['image'], validate=True)
