@@ -99,3 +99,91 @@ def test_every_dataset_rewrites_images_of_a_changed_tsv(registered, lmu, module,
     second = cls(full)
     line = second.data[second.data['index'].astype(str) == index].iloc[0]
     assert second.dump_image(line)[0] == path and _pixels(path) == (0, 0, 200)
+
+
+# ---- one broken image row: counted, the rest runs ---------------------------------------------------------------
+def _grab_with_broken_row(lmu, row: int = 5):
+    from vlmeval_ext.core.dataset import write_dataset_tsv
+    from vlmeval_ext.grab.make_demo import DEMO_TSV
+    table = pd.read_csv(DEMO_TSV, sep='\t', dtype=str, keep_default_na=False)
+    cells = table['image'].tolist()
+    cells[row] = cells[row][:2000]                     # a truncated PNG: base64 characters, not an image
+    write_dataset_tsv(table.assign(image=cells), 'GRAB', str(lmu))
+    return table, table['index'][row]
+
+
+def test_broken_base64_in_one_row_runs_the_other_rows_and_counts_it(tmp_path):
+    from vlmeval_ext.testing.kit_run import kit_environment, loopback_model_config, run_kit, write_config
+    from vlmeval_ext.testing.loopback_server import LoopbackServer
+    server = LoopbackServer().start()
+    try:
+        server.default = 'The answer is 3.'
+        env = kit_environment(tmp_path, server)
+        table, bad_index = _grab_with_broken_row(tmp_path / 'LMUData')
+        cfg = loopback_model_config(server, {'GRAB': {'class': 'GRAB', 'dataset': 'GRAB'}})
+        proc = run_kit(['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out',
+                        '--api-nproc', '4'], env=env)
+        asked = sum(1 for r in server.log if r.n_images)
+    finally:
+        server.stop()
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert asked == len(table) - 1                                         # 40 of 41 rows asked
+    assert 'Traceback' not in proc.stderr
+    warning = [line for line in proc.stderr.splitlines() if 'left out of the run' in line]
+    assert warning and f'GRAB.tsv: index {bad_index}, column \'image\': not a decodable base64 image' in warning[0]
+    (score_file,) = [p for p in (tmp_path / 'out').rglob('*_GRAB_score.json') if not p.is_symlink()]
+    coverage = json.loads(score_file.read_text())['coverage']
+    assert (coverage['dataset_items'], coverage['missing_items']) == (len(table), 1)
+    (missing,) = coverage['missing']
+    assert missing['index'] == bad_index and 'GRAB.tsv' in missing['reason'] and 'image' in missing['reason']
+    assert 'missing from the predictions 1' in proc.stdout
+
+
+# ---- eval on a subset, eval with edited answers -------------------------------------------------------------
+def _demo_predictions(tmp_path, rows=None, edit_answers=False):
+    from vlmeval_ext.grab.make_demo import DEMO_TSV
+    table = pd.read_csv(DEMO_TSV, sep='\t', dtype=str, keep_default_na=False).drop(columns=['image'])
+    if rows is not None:
+        table = table.iloc[rows]
+    table['prediction'] = ['The answer is 7.'] * len(table)
+    if edit_answers:
+        table['answer'] = ['7'] * len(table)          # answers edited to match the predictions
+    path = tmp_path / 'M_GRAB_DEMO.tsv'
+    table.to_csv(path, sep='\t', index=False)
+    return path
+
+
+def _cli(args, tmp_path):
+    from vlmeval_ext.testing.kit_run import kit_environment, run_kit
+    return run_kit(args, kit_environment(tmp_path), entry=('-m', 'vlmeval_ext'))
+
+
+def test_eval_on_a_subset_counts_the_missing_items(tmp_path):
+    path = _demo_predictions(tmp_path, rows=list(range(5)))
+    proc = _cli(['eval', '--data', 'GRAB_DEMO', '--pred', path], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    coverage = json.loads((tmp_path / 'M_GRAB_DEMO_score.json').read_text())['coverage']
+    assert (coverage['dataset_items'], coverage['missing_items']) == (41, 36)
+    assert {m['reason'] for m in coverage['missing']} == {'no prediction'}
+    assert '[GRAB] dataset items 41, missing from the predictions 36 (not scored)' in proc.stdout
+
+
+def test_eval_with_answers_edited_to_match_is_refused(tmp_path):
+    path = _demo_predictions(tmp_path, edit_answers=True)
+    proc = _cli(['eval', '--data', 'GRAB_DEMO', '--pred', path], tmp_path)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.startswith('[vlmeval-ext]')]
+    assert len(lines) == 1 and 'Traceback' not in proc.stderr, proc.stderr
+    assert "row 2 (index 0), column 'answer': '7' is not the dataset's own answer" in lines[0]
+    assert not (tmp_path / 'M_GRAB_DEMO_score.json').exists()
+
+
+def test_eval_of_a_full_split_checks_against_the_prepared_tsv(tmp_path):
+    from vlmeval_ext.core.dataset import write_dataset_tsv
+    from vlmeval_ext.grab.make_demo import DEMO_TSV
+    lmu = tmp_path / 'LMUData'
+    lmu.mkdir()
+    write_dataset_tsv(pd.read_csv(DEMO_TSV, sep='\t', dtype=str, keep_default_na=False), 'GRAB', str(lmu))
+    path = _demo_predictions(tmp_path, edit_answers=True).rename(tmp_path / 'M_GRAB.tsv')
+    proc = _cli(['eval', '--data', 'GRAB', '--pred', path], tmp_path)
+    assert proc.returncode == 2 and "is not the dataset's own answer" in proc.stderr and 'GRAB.tsv' in proc.stderr

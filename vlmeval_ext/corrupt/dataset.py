@@ -89,6 +89,13 @@ class CorruptedDataset(ExtImageDataset):
         return K.kit_base_dataset(V.base_name(self.dataset_name), self.dataset_name, root,
                                   osp.join(root, 'images', self.dataset_name))
 
+    def check_row_images(self, line) -> None:
+        """Decoded, not written: the base dataset's dump_image writes them for its prompt."""
+        from vlmeval_ext.core.dataset import BadImageCell, image_problem
+        problem = image_problem(line['image'])
+        if problem:
+            raise BadImageCell(f'{self.data_path}: index {line["index"]}, column \'image\': {problem}')
+
     def build_prompt(self, line):
         if isinstance(line, int):
             line = self.data.iloc[line]

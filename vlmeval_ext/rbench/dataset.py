@@ -58,6 +58,7 @@ class RBenchFull(ExtImageDataset):
 
     def post_build(self, dataset):
         self.img_root = osp.join(lmu_data_root(), 'images', self.source_split(dataset))
+        super().post_build(dataset)
 
     def build_prompt(self, line):
         if isinstance(line, int):

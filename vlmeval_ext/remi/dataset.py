@@ -48,6 +48,7 @@ class ReMI(ExtImageDataset):
 
     def post_build(self, dataset):
         self.img_root = osp.join(lmu_data_root(), 'images', self.source_split(dataset))
+        super().post_build(dataset)
 
     @classmethod
     def prepare(cls, name, source_dir=None) -> str:

@@ -17,7 +17,7 @@ import os.path as osp
 
 import pandas as pd
 
-from vlmeval_ext.core.dataset import ExtImageDataset, safe_join, tsv_path
+from vlmeval_ext.core.dataset import BadImageCell, ExtImageDataset, safe_join, tsv_path
 from vlmeval_ext.core.io import DataError, load_predictions, require_columns, stem_path, write_json
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
@@ -122,6 +122,7 @@ class RoCOCORetrieval(ExtImageDataset):
         self.data['image'] = self._images.values
         self.meta_only = False
         del self._images
+        super().post_build(dataset)
 
     def dump_image(self, line):
         """The image's bytes as stored (the COCO JPEG, no re-encoding) under img_root/<index><ext>."""
@@ -135,7 +136,7 @@ class RoCOCORetrieval(ExtImageDataset):
                 with Image.open(io.BytesIO(raw)) as im:
                     im.verify()
             except Exception as err:  # binascii/PIL raise many types; name the row instead
-                raise DataError(f'{where}, column \'image\': not a decodable base64 image ({err})') from err
+                raise BadImageCell(f'{where}, column \'image\': not a decodable base64 image ({err})') from err
             os.makedirs(self.img_root, exist_ok=True)
             tmp = f'{path}.tmp{os.getpid()}'
             with open(tmp, 'wb') as f:
