@@ -187,3 +187,23 @@ def test_eval_of_a_full_split_checks_against_the_prepared_tsv(tmp_path):
     path = _demo_predictions(tmp_path, edit_answers=True).rename(tmp_path / 'M_GRAB.tsv')
     proc = _cli(['eval', '--data', 'GRAB', '--pred', path], tmp_path)
     assert proc.returncode == 2 and "is not the dataset's own answer" in proc.stderr and 'GRAB.tsv' in proc.stderr
+
+
+# ---- a damaged demo TSV: the advice given works ------------------------------------------------------------------
+def test_md5_mismatch_of_a_demo_split_advises_what_fixes_it(registered, lmu):
+    import re
+    import shlex
+    import subprocess
+
+    from vlmeval_ext.core.io import DataError
+    from vlmeval_ext.grab.dataset import GRAB
+    assert len(GRAB('GRAB_DEMO')) == 41                        # copied into LMUData
+    tsv = lmu / 'GRAB_DEMO.tsv'
+    tsv.write_bytes(tsv.read_bytes().replace(b'\t-9\t', b'\t-8\t', 1))   # damaged
+    with pytest.raises(DataError) as err:
+        GRAB('GRAB_DEMO')
+    message = str(err.value)
+    assert 'prepare GRAB_DEMO' not in message                  # `prepare` refuses demo splits
+    command = re.search(r'`(rm [^`]+)`', message).group(1)
+    subprocess.run(shlex.split(command), check=True)           # the advice, as given
+    assert len(GRAB('GRAB_DEMO')) == 41

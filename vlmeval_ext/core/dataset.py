@@ -303,11 +303,17 @@ class ExtImageDataset(ImageBaseDataset):
         if expected is None and osp.exists(sidecar):
             expected = Path(sidecar).read_text().strip()
         actual = file_md5(path)
-        if expected:
-            if actual != expected:
-                raise DataError(f'{path}: md5 {actual} does not match the expected {expected}; the file is damaged '
-                                f'or from another source. Rebuild it with `vlmeval-ext prepare {dataset}`')
+        if expected and actual != expected:
+            raise DataError(f'{path}: md5 {actual} does not match the expected {expected}; the file is damaged '
+                            f'or from another source. {self.md5_fix(dataset, path)}')
         return actual
+
+    def md5_fix(self, dataset: str, path: str) -> str:
+        """What fixes a TSV whose md5 is wrong: a shipped demo split is copied again once the damaged copy is
+        removed; any other split is rebuilt by `prepare`."""
+        if dataset in self.DEMO_DATASETS:
+            return f'It ships with the package: delete it (`rm {path}`) and the next run copies it again'
+        return f'Rebuild it with `vlmeval-ext prepare {dataset}` (offline: `--from DIR`)'
 
     def load_data(self, dataset):
         path = self.ensure_tsv(dataset)
