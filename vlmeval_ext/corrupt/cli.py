@@ -114,6 +114,10 @@ def corrupt_dataset_main(argv: Sequence[str] | None = None) -> int:
     p.add_argument('--sample', type=int, default=None, help='sample N questions (default: all)')
     p.add_argument('--seed', type=int, default=0)
     args = p.parse_args(argv)
+    if args.sample is not None and args.sample < 1:
+        from vlmeval_ext.errors import ExtError
+        raise ExtError(f'corrupt: --sample {args.sample}: give a number of questions of at least 1 (leave --sample '
+                       'out to use every question)')
     try:
         distortions = parse_id_list(args.distortions, DISTORTION_IDS, 'distortion id')
         strengths = parse_id_list(args.strengths, STRENGTHS, 'strength')

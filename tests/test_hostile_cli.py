@@ -1,0 +1,56 @@
+"""Hostile command lines: each bad input is one line `[vlmeval-ext] ERROR: ...`, exit 2, no traceback, nothing
+written; and what the command line leaves behind after a kill."""
+from __future__ import annotations
+
+import io
+import base64
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from vlmeval_ext.testing.kit_run import kit_environment, run_kit
+
+
+def _cli(args, tmp_path, env=None):
+    return run_kit(list(map(str, args)), env or kit_environment(tmp_path), entry=('-m', 'vlmeval_ext'))
+
+
+def _one_error_line(proc) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.startswith('[vlmeval-ext] ERROR')]
+    assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr[-3000:]
+    assert 'Traceback' not in proc.stderr and len(lines) == 1, proc.stderr[-3000:]
+    return lines[0]
+
+
+def _base_tsv(lmu: Path, name: str = 'TINY_VQA', n: int = 4) -> Path:
+    def png(k):
+        buf = io.BytesIO()
+        Image.new('RGB', (32, 32), (10 * k, 0, 0)).save(buf, format='PNG')
+        return base64.b64encode(buf.getvalue()).decode()
+    rows = [{'index': k, 'image': png(k), 'question': f'q{k}', 'answer': 'a'} for k in range(n)]
+    path = lmu / f'{name}.tsv'
+    pd.DataFrame(rows).to_csv(path, sep='\t', index=False)
+    return path
+
+
+@pytest.mark.parametrize('sample', ['0', '-5'])
+def test_corrupt_sample_zero_or_negative_is_refused(tmp_path, sample):
+    lmu = tmp_path / 'LMUData'
+    lmu.mkdir()
+    _base_tsv(lmu)
+    proc = _cli(['corrupt', '--data', 'TINY_VQA', '--distortions', '1', '--strengths', '1', '--sample', sample],
+                tmp_path)
+    line = _one_error_line(proc)
+    assert f'--sample {sample}' in line and 'at least 1' in line
+    assert not (lmu / 'TINY_VQA-RC.tsv').exists()
+
+
+def test_sample_items_refuses_non_positive():
+    from vlmeval_ext.corrupt.variants import sample_items
+    base = pd.DataFrame({'index': [0, 1, 2]})
+    assert len(sample_items(base, 2, 0)) == 2 and len(sample_items(base, None, 0)) == 3
+    for bad in (0, -5, True):
+        with pytest.raises(ValueError, match='at least 1'):
+            sample_items(base, bad, 0)
