@@ -54,3 +54,36 @@ def test_sample_items_refuses_non_positive():
     for bad in (0, -5, True):
         with pytest.raises(ValueError, match='at least 1'):
             sample_items(base, bad, 0)
+
+
+# ---- a killed prepare GRAB ------------------------------------------------------------------------------------------
+def _grab_release(root: Path, fixtures_dir: Path, pids=(0, 570, 480)) -> Path:
+    import json
+    grab_json = json.loads((fixtures_dir / 'grab' / 'grab.json').read_text(encoding='utf-8'))
+    (root / 'images').mkdir(parents=True)
+    (root / 'grab.json').write_text(json.dumps({str(i): grab_json[str(p)] for i, p in enumerate(pids)}))
+    for pid in pids:
+        Image.new('RGB', (64, 48), (pid % 255, 0, 0)).save(root / grab_json[str(pid)]['image'])
+    return root
+
+
+def test_prepare_after_a_kill_removes_the_part_file_and_says_so(tmp_path, fixtures_dir):
+    src = _grab_release(tmp_path / 'src', fixtures_dir)
+    lmu = tmp_path / 'LMUData'
+    lmu.mkdir()
+    part = lmu / 'GRAB.tsv.part'
+    part.write_text('index\tpid\tquestion\n0\t0\tWhat is the va')     # what a SIGKILL mid-write leaves
+    proc = _cli(['prepare', 'GRAB', '--from', src], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f'removed {part}' in proc.stderr and 'interrupted' in proc.stderr
+    assert not part.exists() and len(pd.read_csv(lmu / 'GRAB.tsv', sep='\t')) == 3
+
+
+def test_a_failing_prepare_leaves_no_part_file(tmp_path, fixtures_dir):
+    src = _grab_release(tmp_path / 'src', fixtures_dir)
+    next((src / 'images').iterdir()).write_bytes(b'\x89PNG\r\n\x1a\n truncated')
+    lmu = tmp_path / 'LMUData'
+    lmu.mkdir()
+    proc = _cli(['prepare', 'GRAB', '--from', src], tmp_path)
+    assert proc.returncode != 0
+    assert not (lmu / 'GRAB.tsv.part').exists() and not (lmu / 'GRAB.tsv').exists()
