@@ -207,3 +207,25 @@ def test_md5_mismatch_of_a_demo_split_advises_what_fixes_it(registered, lmu):
     command = re.search(r'`(rm [^`]+)`', message).group(1)
     subprocess.run(shlex.split(command), check=True)           # the advice, as given
     assert len(GRAB('GRAB_DEMO')) == 41
+
+
+# ---- a 16-bit plot -----------------------------------------------------------------------------------------------
+def test_a_16_bit_plot_is_scaled_not_clipped_to_white(tmp_path, fixtures_dir):
+    import numpy as np
+
+    from vlmeval_ext.grab import data
+    grab_json = json.loads((fixtures_dir / 'grab' / 'grab.json').read_text(encoding='utf-8'))
+    src = tmp_path / 'src'
+    (src / 'images').mkdir(parents=True)
+    (src / 'grab.json').write_text(json.dumps({'0': grab_json['0']}))
+    plot = np.full((48, 64), 60000, dtype=np.uint16)            # a light background
+    plot[24, :] = 0                                              # a black line
+    plot[:, 32] = 30000                                          # a mid-grey line
+    Image.fromarray(plot).save(src / grab_json['0']['image'])
+    with Image.open(src / grab_json['0']['image']) as im:
+        assert im.mode.startswith('I')                          # how Pillow opens a 16-bit PNG (I;16 or I)
+    out = data.prepare(tmp_path / 'GRAB.tsv', src, progress=False)
+    cell = pd.read_csv(out, sep='\t', dtype=str)['image'][0]
+    with Image.open(io.BytesIO(base64.b64decode(cell))) as im:
+        rgb = np.asarray(im.convert('RGB'))
+    assert tuple(rgb[0, 0]) == (233, 233, 233) and tuple(rgb[24, 0]) == (0, 0, 0) and tuple(rgb[0, 32]) == (117,) * 3

@@ -89,12 +89,27 @@ def read_grab_json(path: str | Path) -> list[dict]:
 # ------------------------------------------------------------------------------------------------- images
 
 
+SIXTEEN_BIT_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N', 'I')
+
+
+def to_8bit(image):
+    """A 16-bit grey plot (Pillow mode I;16*, or I as 16-bit PNGs open) as 8-bit L, scaled (v / 257): Pillow's own
+    convert clips every value above 255, which turns a 16-bit plot all white. Other modes are returned as they are."""
+    if image.mode not in SIXTEEN_BIT_MODES:
+        return image
+    import numpy as np
+    from PIL import Image
+    values = np.asarray(image).astype(np.float64)
+    return Image.fromarray(np.rint(np.clip(values, 0, 65535) / 257).astype(np.uint8), mode='L')
+
+
 def prepare_image(image, max_side: int | None = None):
     """RGB copy of a plot: alpha composited onto the spec's background, long side capped (never upscaled)."""
     from PIL import Image
 
     spec = _spec()['image']
     max_side = spec['max_long_side'] if max_side is None else max_side
+    image = to_8bit(image)
     if image.mode in ('RGBA', 'LA') or (image.mode == 'P' and 'transparency' in image.info):
         rgba = image.convert('RGBA')
         background = Image.new('RGBA', rgba.size, tuple(spec['background']) + (255,))
