@@ -87,3 +87,45 @@ def test_a_failing_prepare_leaves_no_part_file(tmp_path, fixtures_dir):
     proc = _cli(['prepare', 'GRAB', '--from', src], tmp_path)
     assert proc.returncode != 0
     assert not (lmu / 'GRAB.tsv.part').exists() and not (lmu / 'GRAB.tsv').exists()
+
+
+# ---- grab.json entries that leave the release folder ----------------------------------------------------------------
+def _point_first_entry(src: Path, entry: str) -> None:
+    import json
+    records = json.loads((src / 'grab.json').read_text())
+    records['0']['image'] = entry
+    (src / 'grab.json').write_text(json.dumps(records))
+
+
+@pytest.mark.parametrize('kind', ['absolute', 'dotdot', 'symlink'])
+def test_grab_json_entries_leaving_the_release_folder_are_refused(tmp_path, fixtures_dir, kind):
+    from vlmeval_ext.grab import data
+    src = _grab_release(tmp_path / 'src', fixtures_dir)
+    secret = tmp_path / 'outside' / 'secret.png'
+    secret.parent.mkdir()
+    Image.new('RGB', (8, 8), (1, 2, 3)).save(secret)
+    entry = {'absolute': str(secret), 'dotdot': '../outside/secret.png', 'symlink': 'images/link.png'}[kind]
+    if kind == 'symlink':
+        (src / 'images' / 'link.png').symlink_to(secret)
+    _point_first_entry(src, entry)
+    with pytest.raises(data.GrabDataError, match=r'grab\.json, pid 0, column "image": .*(leaves|outside) the '
+                                                 r'release folder'):
+        data.prepare(tmp_path / 'GRAB.tsv', src, progress=False)
+    assert not (tmp_path / 'GRAB.tsv').exists()
+
+
+def test_a_symlink_inside_the_release_folder_is_read(tmp_path, fixtures_dir):
+    from vlmeval_ext.grab import data
+    src = _grab_release(tmp_path / 'src', fixtures_dir)
+    import json
+    first = json.loads((src / 'grab.json').read_text())['0']['image']
+    (src / 'images' / 'alias.png').symlink_to(src / first)
+    _point_first_entry(src, 'images/alias.png')
+    assert len(pd.read_csv(data.prepare(tmp_path / 'GRAB.tsv', src, progress=False), sep='\t')) == 3
+
+
+def test_grab_json_entry_leaving_the_folder_is_one_line_at_the_cli(tmp_path, fixtures_dir):
+    src = _grab_release(tmp_path / 'src', fixtures_dir)
+    _point_first_entry(src, '../../etc/passwd')
+    line = _one_error_line(_cli(['prepare', 'GRAB', '--from', src], tmp_path))
+    assert "'../../etc/passwd' is absolute or leaves the release folder" in line and 'pid 0' in line

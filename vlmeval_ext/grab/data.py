@@ -132,13 +132,34 @@ def encode_image(image, max_side: int | None = None) -> str:
 # ------------------------------------------------------------------------------------------------ sources
 
 
+def release_image_path(root: Path, record: dict) -> Path:
+    """The file of a grab.json `image` entry, which must stay inside the release folder: an absolute path, a `..`
+    or a symlink that leads outside is refused (GrabDataError naming the entry), never read."""
+    entry = record['image']
+    where = f'{root / "grab.json"}, pid {record["pid"]}, column "image"'
+    if not isinstance(entry, str) or not entry.strip():
+        raise GrabDataError(f'{where}: expected a relative file name, got {entry!r}')
+    relative = Path(entry)
+    if relative.is_absolute() or entry.startswith(('~', '\\')) or '..' in relative.parts or \
+            '..' in Path(entry.replace('\\', '/')).parts:
+        raise GrabDataError(f'{where}: {entry!r} is absolute or leaves the release folder {root}; refused')
+    path = root / relative
+    inside = root.resolve()
+    resolved = path.resolve()
+    if resolved != inside and inside not in resolved.parents:
+        raise GrabDataError(f'{where}: {entry!r} is a link to {resolved}, outside the release folder {root}; '
+                            'refused')
+    return path
+
+
 def _manual_source(root: Path) -> tuple[list[dict], Callable[[dict], object]]:
     from PIL import Image
 
     records = read_grab_json(root / 'grab.json')
+    paths = {record['pid']: release_image_path(root, record) for record in records}   # all checked before any read
 
     def open_image(record):
-        path = root / record['image']
+        path = paths[record['pid']]
         if not path.is_file():
             raise GrabDataError(f'{root / "grab.json"}, pid {record["pid"]}, column "image": no file {path} '
                                 f'(unzip images.zip into {root})')
