@@ -129,3 +129,71 @@ def test_grab_json_entry_leaving_the_folder_is_one_line_at_the_cli(tmp_path, fix
     _point_first_entry(src, '../../etc/passwd')
     line = _one_error_line(_cli(['prepare', 'GRAB', '--from', src], tmp_path))
     assert "'../../etc/passwd' is absolute or leaves the release folder" in line and 'pid 0' in line
+
+
+# ---- one line instead of a traceback ---------------------------------------------------------------------------
+def _truncated(path: Path, fmt: str) -> Path:
+    buf = io.BytesIO()
+    Image.effect_noise((320, 240), 60).convert('RGB').save(buf, format=fmt)
+    path.write_bytes(buf.getvalue()[:len(buf.getvalue()) // 2])
+    return path
+
+
+def _closed_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def test_truncated_png_in_prepare_grab_is_one_line_naming_file_and_pid(tmp_path, fixtures_dir):
+    import json
+    src = _grab_release(tmp_path / 'src', fixtures_dir)
+    entry = json.loads((src / 'grab.json').read_text())['1']
+    _truncated(src / entry['image'], 'PNG')
+    line = _one_error_line(_cli(['prepare', 'GRAB', '--from', src], tmp_path))
+    assert f'pid {entry["pid"]}, column "image": {src / entry["image"]} cannot be read as an image' in line
+    assert not (tmp_path / 'LMUData' / 'GRAB.tsv').exists() and not (tmp_path / 'LMUData' / 'GRAB.tsv.part').exists()
+
+
+def test_truncated_jpeg_in_corrupt_image_is_one_line(tmp_path):
+    bad = _truncated(tmp_path / 'photo.jpg', 'JPEG')
+    line = _one_error_line(_cli(['corrupt-image', bad, '--out-dir', tmp_path / 'out', '--distortion', '1',
+                                 '--strength', '1'], tmp_path))
+    assert f'{bad} cannot be read as an image' in line
+
+
+def test_corrupt_of_a_kit_dataset_whose_download_fails_is_one_line(tmp_path):
+    env = kit_environment(tmp_path)
+    proxy = f'http://127.0.0.1:{_closed_port()}'         # no network: every download fails at once
+    env.update({'http_proxy': proxy, 'https_proxy': proxy, 'HTTP_PROXY': proxy, 'HTTPS_PROXY': proxy})
+    line = _one_error_line(_cli(['corrupt', '--data', 'MMBench_DEV_EN', '--distortions', '1', '--strengths', '1'],
+                                tmp_path, env))
+    assert "no TSV for dataset 'MMBench_DEV_EN'" in line and 'could not fetch it' in line
+
+
+def test_prepare_r_bench_offline_is_one_line_and_leaves_no_part_file(tmp_path):
+    env = kit_environment(tmp_path)
+    env['HF_HUB_OFFLINE'] = '1'
+    line = _one_error_line(_cli(['prepare', 'R-Bench-Full'], tmp_path, env))
+    assert 'could not download' in line and '--from DIR' in line
+    assert not list((tmp_path / 'LMUData').glob('*.part'))
+
+
+def test_eval_grab_with_the_offline_judge_scores_without_a_traceback(tmp_path):
+    from vlmeval_ext.grab.make_demo import DEMO_TSV
+    table = pd.read_csv(DEMO_TSV, sep='\t', dtype=str, keep_default_na=False).drop(columns=['image'])
+    table['prediction'] = table['answer']
+    table.to_csv(tmp_path / 'M_GRAB.tsv', sep='\t', index=False)
+    proc = _cli(['eval', '--data', 'GRAB', '--pred', tmp_path / 'M_GRAB.tsv', '--judge', 'offline'], tmp_path)
+    assert proc.returncode == 0 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    assert 'llm_extracted: skipped (--judge offline' in proc.stdout
+
+
+@pytest.mark.parametrize('judge_args, says', [('{bad', 'is not valid JSON'), ('[1]', 'must be a JSON object')])
+def test_eval_with_bad_judge_args_is_one_line(tmp_path, judge_args, says):
+    pred = tmp_path / 'M_GRAB_DEMO.tsv'
+    pred.write_text('index\tprediction\n0\t3\n')
+    line = _one_error_line(_cli(['eval', '--data', 'GRAB_DEMO', '--pred', pred, '--judge-args', judge_args],
+                                tmp_path))
+    assert f'--judge-args {says}' in line

@@ -163,9 +163,14 @@ def _manual_source(root: Path) -> tuple[list[dict], Callable[[dict], object]]:
         if not path.is_file():
             raise GrabDataError(f'{root / "grab.json"}, pid {record["pid"]}, column "image": no file {path} '
                                 f'(unzip images.zip into {root})')
-        with Image.open(path) as img:
-            img.load()
-            return img
+        try:
+            with Image.open(path) as img:
+                img.load()
+                return img
+        except (OSError, ValueError, Image.DecompressionBombError) as err:   # truncated, not an image, ...
+            raise GrabDataError(f'{root / "grab.json"}, pid {record["pid"]}, column "image": {path} cannot be '
+                                f'read as an image ({type(err).__name__}: {err}); replace it from the official '
+                                'release') from err
     return records, open_image
 
 
@@ -244,48 +249,19 @@ def tsv_rows(records: Iterable[dict], open_image: Callable[[dict], object], max_
             bar.update(1)
 
 
-def remove_stale_part(tmp: Path) -> bool:
-    """Remove `tmp` (the `.part` file of an earlier build that was killed) and say so; True when one was there."""
-    try:
-        size = tmp.stat().st_size
-    except FileNotFoundError:
-        return False
-    tmp.unlink()
-    print(f'[vlmeval-ext] INFO: removed {tmp} ({size / 1e6:.1f} MB), left by an interrupted build; building '
-          'it again', file=sys.stderr, flush=True)
-    return True
-
-
 def write_tsv(rows: Iterable[dict], out_path: str | Path) -> int:
-    """Stream rows to a tab-separated file in the spec's column order; return the row count.
-
-    Written to `<out>.part`, renamed when complete (a crash never leaves a half-written GRAB.tsv for the kit).
-    One build at a time per output (an exclusive lock on `<out>.lock`; a second is refused); a `.part` found
-    under the lock was left by a killed build: it is removed, with one line saying so."""
-    import fcntl
+    """Stream rows to a tab-separated file in the spec's column order; return the row count. Written through
+    `<out>.part` (see core.io.building): a kill never leaves a half-written GRAB.tsv, and the next build removes
+    the `.part` it left, saying so."""
+    from vlmeval_ext.core.io import building
     columns = _spec()['tsv_columns']
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    tmp = out_path.with_suffix(out_path.suffix + '.part')
-    with open(out_path.with_suffix(out_path.suffix + '.lock'), 'a') as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise GrabDataError(f'{out_path}: another prepare is writing it now ({tmp}); wait for it to '
-                                'finish') from None
-        remove_stale_part(tmp)
-        try:
-            with open(tmp, 'w', encoding='utf-8', newline='') as f:
-                writer = csv.DictWriter(f, fieldnames=columns, delimiter='\t', quoting=csv.QUOTE_MINIMAL)
-                writer.writeheader()
-                for row in rows:
-                    writer.writerow(row)
-                    count += 1
-        except BaseException:
-            tmp.unlink(missing_ok=True)     # an error (or Ctrl-C) leaves no partial file behind
-            raise
-        tmp.replace(out_path)
+    with building(out_path) as tmp, open(tmp, 'w', encoding='utf-8', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=columns, delimiter='\t', quoting=csv.QUOTE_MINIMAL)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(row)
+            count += 1
     return count
 
 
