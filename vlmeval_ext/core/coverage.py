@@ -22,13 +22,21 @@ from vlmeval_ext.core.io import DataError, lmu_data_root, read_table
 KIT_REFERENCE_MAX = 64
 
 
+def _lmu_root() -> str | None:
+    try:
+        return lmu_data_root()
+    except DataError:               # LMUData names a folder that does not exist: no prepared TSV to compare with
+        return None
+
+
 def dataset_table(cls, dataset: str) -> tuple[Path, pd.DataFrame] | None:
     """(path, rows of `dataset`) of the dataset's own table, or None when it is not available here."""
     if dataset in getattr(cls, 'DEMO_DATASETS', {}):
         path = Path(cls.demo_tsv(dataset))
     else:
-        path = Path(lmu_data_root()) / f'{cls.source_split(dataset)}.tsv'
-        if not path.is_file():
+        root = _lmu_root()
+        path = Path(root or '.') / f'{cls.source_split(dataset)}.tsv'
+        if root is None or not path.is_file():
             return None
     table = read_table(path)
     if 'index' not in table.columns:
@@ -71,7 +79,8 @@ def check_against_dataset(preds: pd.DataFrame, pred_path, cls, dataset: str,
     found = dataset_table(cls, dataset)
     if found is None:
         return {'dataset_table': None, 'dataset_items': None, 'missing_items': None, 'missing': [],
-                'note': f'the {dataset} TSV is not under {lmu_data_root()}: missing items and answers not checked'}
+                'note': f'the {dataset} TSV is not under {_lmu_root() or "LMUData"}: missing items and answers not '
+                        'checked'}
     path, table = found
     position = {str(i).strip(): k for k, i in enumerate(table['index'])}
     for row, record in enumerate(preds.to_dict('records')):

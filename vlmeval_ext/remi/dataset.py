@@ -15,6 +15,7 @@ import os.path as osp
 
 import pandas as pd
 
+from vlmeval_ext.core.coverage import check_against_dataset, coverage_line
 from vlmeval_ext.core.dataset import ExtImageDataset, lmu_data_root, write_dataset_tsv
 from vlmeval_ext.core.io import load_predictions, stem_path, write_json
 
@@ -82,6 +83,7 @@ class ReMI(ExtImageDataset):
         """Rule-based (no judge): official (the headline) and lenient scorings. Writes <stem>_score.json, _items.tsv,
         _tasks.{md,csv,png}; returns the summary."""
         preds = load_predictions(eval_file, required=('index', 'prediction', 'answer', 'task'))
+        coverage = check_against_dataset(preds, eval_file, type(self), self.dataset_name)
         rows = []
         for row in preds.to_dict('records'):
             # vlmeval_ext.core.predictions decides: the kit's failure text is excluded (counted, re-asked); an empty
@@ -89,6 +91,7 @@ class ReMI(ExtImageDataset):
             result = remi_score.score_item(row['task'], row['prediction'], row['answer'])
             rows.append({'index': row['index'], 'task': row['task'], 'answer': row['answer'], **result})
         summary = remi_score.summarise(rows, self.input_mode)
+        summary['coverage'] = coverage
         pd.DataFrame(rows).to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
         write_json(summary, stem_path(eval_file, '_score.json'))
         stem = stem_path(eval_file, '')
@@ -101,4 +104,5 @@ class ReMI(ExtImageDataset):
             'counts': {'infer_failed': summary['counts']['inference_failures'],
                        'unparsable': sum(summary['counts']['parse_failures'].values())}}
         print(remi_report.markdown_table(summary, model_name))
+        print(coverage_line('ReMI', coverage))
         return summary

@@ -17,6 +17,7 @@ import os.path as osp
 
 import pandas as pd
 
+from vlmeval_ext.core.coverage import check_against_dataset, coverage_line
 from vlmeval_ext.core.dataset import BadImageCell, ExtImageDataset, safe_join, tsv_path
 from vlmeval_ext.core.io import DataError, load_predictions, require_columns, stem_path, write_json
 from vlmeval_ext.rococo import data as D
@@ -73,6 +74,8 @@ class RoCOCOMCQ(ExtImageDataset):
 
         preds = load_predictions(eval_file, required=('index', 'question', 'A', 'B', 'C', 'answer', 'twin',
                                                       'prediction'))
+        coverage = check_against_dataset(preds, eval_file, type(self), self.dataset_name,
+                                         answer_columns=('answer', 'twin', 'A', 'B', 'C'))
         result, items = D.score_mcq(preds, str(eval_file), kit_infer=can_infer)
         attack = str(preds['attack'].iloc[0]) if 'attack' in preds else self.dataset_name.split('-')[-1]
         scores = {'dataset': self.dataset_name, 'attack': attack, **result,
@@ -81,7 +84,8 @@ class RoCOCOMCQ(ExtImageDataset):
                              'unparsed': result['parsed_by'].get('unparsed', 0)},
                   'judge': None,
                   'note': 'percent of scored items; empty and unparsed replies count as wrong, the kit\'s inference '
-                          'failures are excluded; all are counted'}
+                          'failures are excluded; all are counted',
+                  'coverage': coverage}
         write_json(scores, stem_path(eval_file, '_score.json'))
         table = pd.DataFrame([{'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),
                                'twin_rate': round(result['twin_rate'], 2), 'chance': round(result['chance'], 2),
@@ -94,6 +98,7 @@ class RoCOCOMCQ(ExtImageDataset):
             'seeds': {'mcq_options': Q.SEED},
             'counts': {'unparsed': result['unparsed'], 'infer_failed': result['inference_failed']}}
         print(table.to_string(index=False))
+        print(coverage_line('RoCOCO', coverage))
         return table
 
 
