@@ -14,6 +14,10 @@ code:
   plain list literal, which is what the kit evaluates), or the index of another row holding an image;
 - `image_path`: no empty cell; list cells parsed into Python lists (the kit would eval them).
 
+After the kit's `__init__`, `post_build` dumps every row's image(s) (build_prompt reuses the files): a row whose
+image cell is not a decodable image is left out of the run with one line naming file, row or index and column, and
+the rest runs (`leave_out_bad_images`); evaluate counts it as a missing item (core.coverage).
+
 `dump_image` is ours too: image names from data can never leave the image folder, and the image folder holds
 only images dumped from the TSV now in place: it carries that TSV's md5 (`.source_md5`), and when the TSV changes
 (a new `prepare`, a corrected release) the folder's images are removed first, with one line saying so, and written
@@ -94,8 +98,9 @@ def images_from_tsv(folder: str, md5: str, tsv: str) -> int:
     return len(stale)
 
 
-def image_problem(image) -> str | None:
-    """Why a base64 image (or a list of them) cannot be decoded, or None when every one decodes."""
+def image_problem(image, decode: bool = True) -> str | None:
+    """Why a base64 image (or a list of them) cannot be decoded, or None when every one decodes. decode=False reads
+    the base64 and the image header only (fast; a truncated image body is not noticed)."""
     import base64
     import binascii
     import io
@@ -105,7 +110,8 @@ def image_problem(image) -> str | None:
         try:
             raw = base64.b64decode(str(cell), validate=True)
             with Image.open(io.BytesIO(raw)) as im:
-                im.load()
+                if decode:
+                    im.load()
         except (binascii.Error, ValueError, OSError, Image.DecompressionBombError) as err:
             item = f' (list item {k})' if isinstance(image, list) else ''
             return f'not a decodable base64 image{item} ({type(err).__name__}: {str(err)[:80]})'

@@ -90,9 +90,10 @@ class CorruptedDataset(ExtImageDataset):
                                   osp.join(root, 'images', self.dataset_name))
 
     def check_row_images(self, line) -> None:
-        """Decoded, not written: the base dataset's dump_image writes them for its prompt."""
+        """Checked, not written: the base dataset's dump_image writes them for its prompt. Base64 and image header
+        only (an -RC holds one image per variant: decoding them all at every load would be slow)."""
         from vlmeval_ext.core.dataset import BadImageCell, image_problem
-        problem = image_problem(line['image'])
+        problem = image_problem(line['image'], decode=False)
         if problem:
             raise BadImageCell(f'{self.data_path}: index {line["index"]}, column \'image\': {problem}')
 
