@@ -40,8 +40,8 @@ from vlmeval.dataset.image_base import ImageBaseDataset
 from vlmeval_ext.core.io import (DataError, file_md5, lmu_data_root, parse_list_cell, read_table, require_columns,
                                  stem_path, tsv_path, write_kit_tsv)
 
-__all__ = ['ExtImageDataset', 'BadImageCell', 'image_problem', 'write_dataset_tsv', 'safe_join', 'lmu_data_root', 'tsv_path',
-           'stem_path', 'kit_ready_table', 'images_from_tsv', 'SAFE_INDEX']
+__all__ = ['ExtImageDataset', 'BadImageCell', 'image_problem', 'write_dataset_tsv', 'safe_join', 'lmu_data_root',
+           'tsv_path', 'stem_path', 'kit_ready_table', 'images_from_tsv', 'SAFE_INDEX']
 
 # What the kit's eval() of an index may see: an integer, or a name that is no Python constant.
 SAFE_INDEX = re.compile(r'-?[0-9]+|[A-Za-z][A-Za-z0-9_\-]*')
