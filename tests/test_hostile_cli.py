@@ -2,8 +2,8 @@
 written; and what the command line leaves behind after a kill."""
 from __future__ import annotations
 
-import io
 import base64
+import io
 from pathlib import Path
 
 import pandas as pd
