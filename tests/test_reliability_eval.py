@@ -82,7 +82,8 @@ def test_judge_down_is_a_clear_error_before_any_work(grab_cls, judge_server, tmp
     judge_server.down = False
     grab_cls.for_evaluation('GRAB_DEMO').evaluate(str(path), model='exact_matching')
     scores = json.loads((tmp_path / 'LoopbackGPT_GRAB_DEMO_score.json').read_text())
-    assert set(scores) == {'official', 'normalized', 'counts', 'judge', 'notes'} and scores['judge'] is None
+    assert set(scores) == {'official', 'normalized', 'counts', 'judge', 'notes', 'coverage'}
+    assert scores['judge'] is None
 
 
 def _evaluate_in_child(pred_path: str, queue) -> None:

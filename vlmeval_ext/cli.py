@@ -57,7 +57,14 @@ def cmd_eval(argv):
     cls = _dataset_class(args.data)
     judge_kwargs = {'nproc': args.api_nproc, 'judge_retries': args.retry, 'timeout': args.judge_timeout}
     if args.judge_args:
-        judge_kwargs.update(json.loads(args.judge_args))
+        try:
+            extra = json.loads(args.judge_args)
+        except ValueError as err:
+            raise ExtError(f'--judge-args is not valid JSON ({err}): {args.judge_args[:80]!r}') from None
+        if not isinstance(extra, dict):
+            raise ExtError(f'--judge-args must be a JSON object, e.g. {{"judge_mode": "efficient"}}; got '
+                           f'{args.judge_args[:80]!r}')
+        judge_kwargs.update(extra)
     if args.judge:
         judge_kwargs['model'] = args.judge
     if args.judge_base_url:

@@ -89,9 +89,18 @@ class CorruptedDataset(ExtImageDataset):
         return K.kit_base_dataset(V.base_name(self.dataset_name), self.dataset_name, root,
                                   osp.join(root, 'images', self.dataset_name))
 
+    def check_row_images(self, line) -> None:
+        """Checked, not written: the base dataset's dump_image writes them for its prompt. Base64 and image header
+        only (an -RC holds one image per variant: decoding them all at every load would be slow)."""
+        from vlmeval_ext.core.dataset import BadImageCell, image_problem
+        problem = image_problem(line['image'], decode=False)
+        if problem:
+            raise BadImageCell(f'{self.data_path}: index {line["index"]}, column \'image\': {problem}')
+
     def build_prompt(self, line):
         if isinstance(line, int):
             line = self.data.iloc[line]
+        self.image_folder(self.base.img_root)   # the kit's dump_image writes there: only images of this TSV
         return self.base.build_prompt(line)  # the base dataset's own prompt, our (corrupted) image
 
     def _score_part(self, base: K.BaseDataset, rows: pd.DataFrame, sub_file: str, judge: K.RCJudge) -> tuple:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from vlmeval_ext.core.coverage import check_against_dataset, coverage_line
 from vlmeval_ext.core.dataset import ExtImageDataset, tsv_path
 from vlmeval_ext.core.io import DataError, int_cell, load_predictions, stem_path, write_json, write_md5_sidecar
 from vlmeval_ext.core.judging import OFFLINE_JUDGES
@@ -63,6 +64,7 @@ class GRAB(ExtImageDataset):
     # ---- evaluation -------------------------------------------------------------------------------------------
     def evaluate(self, eval_file, **judge_kwargs):
         preds = load_predictions(eval_file, required=PREDICTION_COLUMNS)
+        coverage = check_against_dataset(preds, eval_file, type(self), self.dataset_name)
         rows = [self._score_row(item, eval_file, i + 2) for i, item in enumerate(preds.to_dict('records'))]
         # The kit's failure text is no answer: listed in _items.tsv (column `failed`), never scored, re-asked by the
         # kit's rerun. An empty answer is an answer: scored (wrong) and counted as `empty`.
@@ -85,7 +87,8 @@ class GRAB(ExtImageDataset):
                   'judge_failures': extra.get('llm_extracted', {}).get('judge_failures', 0)}
         score_rows = [{k: r[k] for k in ('task', 'category', 'complexity', 'official', 'normalized',
                                           'llm_extracted') if k in r} for r in rows]
-        scores = grab_report.score_json(score_rows, extra, run={'counts': counts, 'judge': judge, 'notes': notes})
+        scores = grab_report.score_json(score_rows, extra, run={'counts': counts, 'judge': judge, 'notes': notes,
+                                                                'coverage': coverage})
         write_json(scores, stem_path(eval_file, '_score.json'))
         pd.DataFrame(grab_report.acc_table(score_rows)).to_csv(stem_path(eval_file, '_acc.csv'), index=False)
         pd.DataFrame(rows).to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
@@ -94,6 +97,7 @@ class GRAB(ExtImageDataset):
         print(table.to_string())
         print(f'[GRAB] items {counts["items"]}, scored {counts["scored"]}, empty answers {counts["empty"]} (scored '
               f'wrong), inference failures {counts["inference_failures"]} (excluded)')
+        print(coverage_line('GRAB', coverage))
         for note in notes:
             print(f'[GRAB] {note}')
         return table

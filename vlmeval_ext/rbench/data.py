@@ -245,22 +245,20 @@ def tsv_rows(records: Iterable[tuple[dict, bytes, bytes]]) -> Iterator[dict]:
 
 def write_tsv(records: Iterable[tuple[dict, bytes, bytes]], out: str | Path, expect_items: int | None = None) -> int:
     """Write the kit TSV; returns the number of rows. `expect_items` (1485 for the release) is checked."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + '.part')
+    from vlmeval_ext.core.io import building
     csv.field_size_limit(sys.maxsize)
     n = 0
-    with open(tmp, 'w', encoding='utf-8', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=TSV_COLUMNS, delimiter='\t', quoting=csv.QUOTE_MINIMAL,
-                                lineterminator='\n')
-        writer.writeheader()
-        for row in tsv_rows(records):
-            writer.writerow(row)
-            n += 1
-    if expect_items is not None and n != 2 * expect_items:
-        tmp.unlink()
-        raise RBenchDataError(f'expected {expect_items} items ({2 * expect_items} rows), the source gave {n // 2}')
-    tmp.replace(out)  # only a complete file takes the final name
+    with building(out) as tmp:
+        with open(tmp, 'w', encoding='utf-8', newline='') as f:
+            writer = csv.DictWriter(f, fieldnames=TSV_COLUMNS, delimiter='\t', quoting=csv.QUOTE_MINIMAL,
+                                    lineterminator='\n')
+            writer.writeheader()
+            for row in tsv_rows(records):
+                writer.writerow(row)
+                n += 1
+        if expect_items is not None and n != 2 * expect_items:
+            raise RBenchDataError(f'expected {expect_items} items ({2 * expect_items} rows), the source gave '
+                                  f'{n // 2}')
     return n
 
 

@@ -15,6 +15,7 @@ import os.path as osp
 
 import pandas as pd
 
+from vlmeval_ext.core.coverage import check_against_dataset, coverage_line
 from vlmeval_ext.core.dataset import ExtImageDataset, kit_ready_table, lmu_data_root, tsv_path
 from vlmeval_ext.core.io import DataError, load_predictions, stem_path, write_md5_sidecar
 from vlmeval_ext.core.spec import load_spec
@@ -44,6 +45,11 @@ class RBenchFull(ExtImageDataset):
     def source_split(cls, dataset):
         return FULL if dataset in SUBSETS else dataset     # the subsets read R-Bench-Full.tsv
 
+    @classmethod
+    def rows_of(cls, dataset, table):
+        """The rows of `dataset` in its split's table (a task subset: that task's rows)."""
+        return table[table['type'] == SUBSETS[dataset]] if dataset in SUBSETS else table
+
     def load_data(self, dataset):
         data = super().load_data(self.source_split(dataset))
         for col in ('question', 'choice', 'answer', 'name'):
@@ -58,6 +64,7 @@ class RBenchFull(ExtImageDataset):
 
     def post_build(self, dataset):
         self.img_root = osp.join(lmu_data_root(), 'images', self.source_split(dataset))
+        super().post_build(dataset)
 
     def build_prompt(self, line):
         if isinstance(line, int):
@@ -94,6 +101,8 @@ class RBenchFull(ExtImageDataset):
         from vlmeval_ext.rbench.offline_judge import OFFLINE_LABEL, OfflineJudge
 
         preds = load_predictions(eval_file, required=rb_eval.PREDICTION_COLUMNS)
+        coverage = check_against_dataset(preds, eval_file, type(self), self.dataset_name,
+                                         answer_columns=('answer', 'choice', 'type'))
         pairing = rb_eval.pair_predictions(preds.to_dict('records'), eval_file)
         items = pairing.items
         if not items:
@@ -115,9 +124,11 @@ class RBenchFull(ExtImageDataset):
         counts = rb_eval.run_counts(pairing, rows, summary['failures']['judge_failed_scores'])
         stem = stem_path(eval_file, '')
         result = rb_report.write_report(rows, stem, judge=summary, label=label,
-                                        judge_label=label if handle.offline else None, counts=counts)
+                                        judge_label=label if handle.offline else None, counts=counts,
+                                        coverage=coverage)
         table = {metric: result[metric] for metric in ('absolute', 'relative')}   # computed once, by write_report
         self._print(table, summary, label, counts)
+        print(coverage_line('R-Bench', coverage))
         return pd.DataFrame({'dimension': list(table['absolute']),
                              'absolute': list(table['absolute'].values()),
                              'relative': list(table['relative'].values())})

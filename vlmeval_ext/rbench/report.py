@@ -134,8 +134,10 @@ def paper_tables(table: Mapping[str, Mapping[str, float | None]], label: str = '
 
 def write_report(rows: Sequence[Mapping], stem: str | Path, judge: Mapping | None = None,
                  plots: bool = True, label: str = '', judge_label: str | None = None,
-                 counts: Mapping | None = None) -> dict:
+                 counts: Mapping | None = None, coverage: Mapping | None = None) -> dict:
     """<stem>_scores.csv, <stem>_robustness.csv, <stem>_score.json and PNG plots; returns the score dict.
+
+    `coverage` (core.coverage.check_against_dataset: missing items of the dataset) is stored as `coverage`.
 
     `counts` (items, rows, scored, empty, inference_failures, missing_partner, judge_failures) goes into the score
     file as it is; without it only the item count and the excluded scores are known.
@@ -147,6 +149,8 @@ def write_report(rows: Sequence[Mapping], stem: str | Path, judge: Mapping | Non
     result = {'absolute': table['absolute'], 'relative': table['relative'],
               'judge': dict(judge or {}), 'failed': failure_counts(rows), 'items': len(rows),
               'counts': dict(counts or {'items': len(rows)})}
+    if coverage is not None:
+        result['coverage'] = dict(coverage)
     Path(f'{stem}_score.json').write_text(json.dumps(result, indent=2), encoding='utf-8')
     if plots:
         plot_radar(table, f'{stem}_radar.png', title=label)

@@ -15,6 +15,7 @@ import os.path as osp
 
 import pandas as pd
 
+from vlmeval_ext.core.coverage import check_against_dataset, coverage_line
 from vlmeval_ext.core.dataset import ExtImageDataset, lmu_data_root, write_dataset_tsv
 from vlmeval_ext.core.io import load_predictions, stem_path, write_json
 
@@ -48,6 +49,7 @@ class ReMI(ExtImageDataset):
 
     def post_build(self, dataset):
         self.img_root = osp.join(lmu_data_root(), 'images', self.source_split(dataset))
+        super().post_build(dataset)
 
     @classmethod
     def prepare(cls, name, source_dir=None) -> str:
@@ -81,6 +83,7 @@ class ReMI(ExtImageDataset):
         """Rule-based (no judge): official (the headline) and lenient scorings. Writes <stem>_score.json, _items.tsv,
         _tasks.{md,csv,png}; returns the summary."""
         preds = load_predictions(eval_file, required=('index', 'prediction', 'answer', 'task'))
+        coverage = check_against_dataset(preds, eval_file, type(self), self.dataset_name)
         rows = []
         for row in preds.to_dict('records'):
             # vlmeval_ext.core.predictions decides: the kit's failure text is excluded (counted, re-asked); an empty
@@ -88,10 +91,12 @@ class ReMI(ExtImageDataset):
             result = remi_score.score_item(row['task'], row['prediction'], row['answer'])
             rows.append({'index': row['index'], 'task': row['task'], 'answer': row['answer'], **result})
         summary = remi_score.summarise(rows, self.input_mode)
+        summary['coverage'] = coverage
         pd.DataFrame(rows).to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
         write_json(summary, stem_path(eval_file, '_score.json'))
         stem = stem_path(eval_file, '')
         model_name = osp.basename(stem).split(f'_{self.dataset_name}')[0]
         remi_report.write_report(summary, stem, model_name, plot=self.write_plots)
         print(remi_report.markdown_table(summary, model_name))
+        print(coverage_line('ReMI', coverage))
         return summary

@@ -17,7 +17,8 @@ import os.path as osp
 
 import pandas as pd
 
-from vlmeval_ext.core.dataset import ExtImageDataset, safe_join, tsv_path
+from vlmeval_ext.core.coverage import check_against_dataset, coverage_line
+from vlmeval_ext.core.dataset import BadImageCell, ExtImageDataset, safe_join, tsv_path
 from vlmeval_ext.core.io import DataError, load_predictions, require_columns, stem_path, write_json
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
@@ -73,6 +74,8 @@ class RoCOCOMCQ(ExtImageDataset):
 
         preds = load_predictions(eval_file, required=('index', 'question', 'A', 'B', 'C', 'answer', 'twin',
                                                       'prediction'))
+        coverage = check_against_dataset(preds, eval_file, type(self), self.dataset_name,
+                                         answer_columns=('answer', 'twin', 'A', 'B', 'C'))
         result, items = D.score_mcq(preds, str(eval_file), kit_infer=can_infer)
         attack = str(preds['attack'].iloc[0]) if 'attack' in preds else self.dataset_name.split('-')[-1]
         scores = {'dataset': self.dataset_name, 'attack': attack, **result,
@@ -81,7 +84,8 @@ class RoCOCOMCQ(ExtImageDataset):
                              'unparsed': result['parsed_by'].get('unparsed', 0)},
                   'judge': None,
                   'note': 'percent of scored items; empty and unparsed replies count as wrong, the kit\'s inference '
-                          'failures are excluded; all are counted'}
+                          'failures are excluded; all are counted',
+                  'coverage': coverage}
         write_json(scores, stem_path(eval_file, '_score.json'))
         table = pd.DataFrame([{'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),
                                'twin_rate': round(result['twin_rate'], 2), 'chance': round(result['chance'], 2),
@@ -90,6 +94,7 @@ class RoCOCOMCQ(ExtImageDataset):
         table.to_csv(stem_path(eval_file, '_acc.csv'), index=False)
         items.to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
         print(table.to_string(index=False))
+        print(coverage_line('RoCOCO', coverage))
         return table
 
 
@@ -118,12 +123,13 @@ class RoCOCORetrieval(ExtImageDataset):
         self.data['image'] = self._images.values
         self.meta_only = False
         del self._images
+        super().post_build(dataset)
 
     def dump_image(self, line):
         """The image's bytes as stored (the COCO JPEG, no re-encoding) under img_root/<index><ext>."""
         where = f'{self.data_path}: index {line["index"]}'
         ext = osp.splitext(str(line['source']))[1].lower() or '.jpg'
-        path = safe_join(self.img_root, f'{line["index"]}{ext}', where)
+        path = safe_join(self.image_folder(), f'{line["index"]}{ext}', where)
         if not (osp.exists(path) and osp.getsize(path) > 0):
             try:
                 raw = base64.b64decode(line['image'], validate=True)
@@ -131,7 +137,7 @@ class RoCOCORetrieval(ExtImageDataset):
                 with Image.open(io.BytesIO(raw)) as im:
                     im.verify()
             except Exception as err:  # binascii/PIL raise many types; name the row instead
-                raise DataError(f'{where}, column \'image\': not a decodable base64 image ({err})') from err
+                raise BadImageCell(f'{where}, column \'image\': not a decodable base64 image ({err})') from err
             os.makedirs(self.img_root, exist_ok=True)
             tmp = f'{path}.tmp{os.getpid()}'
             with open(tmp, 'wb') as f:
