@@ -19,8 +19,14 @@ DELEGATED = {
 }
 
 
+def _unknown(name: str) -> ExtError:
+    from vlmeval_ext.registry import dataset_names
+    return ExtError(f'unknown dataset {name!r}; ours are: {", ".join(dataset_names())}')
+
+
 def _dataset_class(name: str):
-    from vlmeval_ext.registry import class_for_dataset, our_dataset_names
+    """Our kit dataset class of `name` (imports the kit): for `prepare`."""
+    from vlmeval_ext.registry import class_for_dataset
     cls = class_for_dataset(name)
     if cls is not None:
         return cls
@@ -28,7 +34,16 @@ def _dataset_class(name: str):
         # A robustness variant evaluates from its predictions alone; its TSV need not be present.
         from vlmeval_ext.corrupt.dataset import CorruptedDataset
         return CorruptedDataset
-    raise ExtError(f'unknown dataset {name!r}; ours are: {", ".join(our_dataset_names())}')
+    raise _unknown(name)
+
+
+def _evaluation_class(name: str):
+    """The class that evaluates `name`: kit-free unless its evaluate needs the kit (RoCOCO-MCQ, -RC)."""
+    from vlmeval_ext.registry import class_for_evaluation
+    cls = class_for_evaluation(name)
+    if cls is None:
+        raise _unknown(name)
+    return cls
 
 
 def cmd_run(argv):
@@ -52,7 +67,7 @@ def cmd_eval(argv):
     args = p.parse_args(argv)
     if not os.path.isfile(args.pred):
         raise ExtError(f'predictions file {args.pred} not found')
-    cls = _dataset_class(args.data)
+    cls = _evaluation_class(args.data)
     judge_kwargs = {'nproc': args.api_nproc, 'judge_retries': args.retry, 'timeout': args.judge_timeout}
     if args.judge_args:
         judge_kwargs.update(json.loads(args.judge_args))
@@ -79,7 +94,7 @@ def cmd_records(argv):
     args = p.parse_args(argv)
     if not os.path.isfile(args.pred):
         raise ExtError(f'predictions file {args.pred} not found')
-    _dataset_class(args.data)
+    _evaluation_class(args.data)
     from vlmeval_ext.reporting import write_run_records
     records = write_run_records(args.data, args.pred, {'model': args.judge} if args.judge else {})
     print(records['manifest'])
@@ -114,18 +129,17 @@ def cmd_prepare(argv):
 
 def cmd_list(argv):
     argparse.ArgumentParser(prog='vlmeval-ext list', description='our datasets and their state').parse_args(argv)
-    from vlmeval_ext.core.dataset import tsv_path
-    from vlmeval_ext.core.io import file_md5
-    from vlmeval_ext.registry import dataset_classes
+    from vlmeval_ext.core.io import file_md5, tsv_path
+    from vlmeval_ext.registry import DATASET_CLASS_PATHS, evaluator_classes
     rows = []
-    for cls in dataset_classes():
+    for cls, path in zip(evaluator_classes(), DATASET_CLASS_PATHS):
         for name in cls.supported_datasets():
             path = tsv_path(cls.source_split(name))
             if os.path.exists(path):
                 state, size, md5 = 'prepared', f'{os.path.getsize(path) / 1e6:.1f} MB', file_md5(path)
             else:
                 state, size, md5 = ('demo (ships in package)' if name in cls.DEMO_DATASETS else 'not prepared'), '-', '-'
-            rows.append((name, cls.__name__, state, size, md5))
+            rows.append((name, path.partition(':')[2], state, size, md5))
     widths = [max(len(str(r[i])) for r in rows + [('dataset', 'class', 'state', 'size', 'md5')]) for i in range(5)]
     for r in [('dataset', 'class', 'state', 'size', 'md5')] + rows:
         print('  '.join(str(v).ljust(w) for v, w in zip(r, widths)))

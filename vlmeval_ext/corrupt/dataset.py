@@ -14,6 +14,7 @@ from vlmeval_ext.core.predictions import EMPTY, FAILED, classify_prediction
 from vlmeval_ext.corrupt import kit as K
 from vlmeval_ext.corrupt import report as R
 from vlmeval_ext.corrupt import variants as V
+from vlmeval_ext.corrupt.evaluator import CorruptedEvaluator
 
 IMAGE_COLUMNS = ('image', 'image_path')
 
@@ -51,33 +52,12 @@ def base_rows(base, part: pd.DataFrame, where: str) -> pd.DataFrame:
     return frame
 
 
-class CorruptedDataset(ExtImageDataset):
+class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
     """Paired reference/distorted variants of a kit image dataset, built by `vlmeval-ext corrupt --data NAME`.
 
     TYPE stays 'VQA' (ExtImageDataset's): the kit's run.py gives MCQ and Y/N datasets its default API judge when
     --judge is absent; an -RC chooses its own default instead (corrupt.kit.rc_judge: exact matching, no API).
     """
-
-    SPEC = 'corrupt'
-    DATASET_URL: dict = {}
-    DATASET_MD5: dict = {}
-    REQUIRED_COLUMNS = ('index', 'image', *V.RC_COLUMNS)
-
-    @classmethod
-    def supported_datasets(cls):
-        """Every `<Dataset>-RC.tsv` already built under $LMUData."""
-        root = os.environ.get('LMUData') or osp.join(osp.expanduser('~'), 'LMUData')
-        if not osp.isdir(root):
-            return []
-        return sorted(f[:-4] for f in os.listdir(root) if f.endswith(f'{V.RC_SUFFIX}.tsv'))
-
-    @classmethod
-    def for_evaluation(cls, dataset: str):
-        V.base_name(dataset)  # any <Dataset>-RC: evaluation reads the predictions file and the base dataset
-        obj = cls.__new__(cls)
-        obj.dataset_name = dataset
-        obj.data = None
-        return obj
 
     def __init__(self, dataset: str, skip_noimg: bool = True):
         super().__init__(dataset, skip_noimg)

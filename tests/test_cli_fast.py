@@ -1,0 +1,86 @@
+"""Everyday commands that run no model start without VLMEvalKit or torch: `list`, every `--help` (run.py's
+included), `eval` of benchmarks scored by rules or the offline judge, and the report commands. Each command runs
+in a fresh interpreter that then says which of the two it imported (timings: benchmarks/cli_startup.md)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from vlmeval_ext.testing.kit_run import REPO_ROOT
+
+PROBE = '''
+import json, sys
+sys.argv = {argv!r}
+code = 0
+try:
+    {call}
+except SystemExit as e:
+    code = e.code or 0
+print(json.dumps({{'code': code, 'torch': 'torch' in sys.modules, 'vlmeval': 'vlmeval' in sys.modules}}),
+      file=sys.stderr)
+'''
+CLI = 'from vlmeval_ext.cli import main; main(sys.argv[1:])'
+RUN_PY = 'import runpy; runpy.run_path("run.py", run_name="__main__")'
+
+
+def _probe(argv: list[str], call: str = CLI, env: dict | None = None) -> tuple[dict, str]:
+    proc = subprocess.run([sys.executable, '-c', PROBE.format(argv=['prog', *argv], call=call)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=300)
+    last = [line for line in proc.stderr.splitlines() if line.startswith('{"code"')]
+    assert last, proc.stderr[-3000:]
+    return json.loads(last[-1]), proc.stdout + proc.stderr
+
+
+def _assert_kit_free(argv, call=CLI, env=None, torch=False):
+    result, out = _probe(argv, call, env)
+    assert result == {'code': 0, 'torch': torch, 'vlmeval': False}, (argv, out[-3000:])
+    return out
+
+
+HELPS = [['--help'], ['list'], ['summary', '--help'], ['leaderboard', '--help'], ['diff-manifests', '--help'],
+         ['corrupt-image', '--help'], ['corrupt', '--help'], ['rococo', '--help'], ['rococo', 'score', '--help'],
+         ['rococo', 'gallery', '--help'], ['eval', '--help'], ['prepare', '--help'], ['records', '--help'],
+         ['run', '--help']]
+
+
+@pytest.mark.parametrize('argv', HELPS, ids=lambda a: ' '.join(a))
+def test_command_starts_without_the_kit(argv, tmp_path):
+    out = _assert_kit_free(argv, env={'LMUData': str(tmp_path)})
+    if argv == ['list']:
+        assert 'GRAB_DEMO' in out and 'demo (ships in package)' in out and 'RoCOCO-T2I-mix' in out
+    if argv == ['run', '--help']:
+        assert '--judge-base-url' in out and 'GRAB_DEMO' in out and 'Naive-Baseline' in out
+
+
+def test_run_py_help_reads_the_kits_options_without_importing_it():
+    out = _assert_kit_free(['--help'], call=RUN_PY)
+    for flag in ('--data', '--model', '--work-dir', '--judge', '--api-nproc', '--reuse', '--mode {all,infer,eval}'):
+        assert flag in out, flag
+    assert 'Did not detect the .env file' not in out
+
+
+def _demo_predictions(tmp_path, dataset: str, answer_column: str = 'answer') -> str:
+    from vlmeval_ext.registry import evaluator_for_dataset
+    cls = evaluator_for_dataset(dataset)
+    data = pd.read_csv(cls.demo_tsv(dataset), sep='\t', dtype=str, keep_default_na=False)
+    data = data.drop(columns=[c for c in ('image', 'image_path') if c in data])
+    data['prediction'] = data[answer_column]
+    path = tmp_path / f'mymodel_{dataset}.tsv'
+    data.to_csv(path, sep='\t', index=False)
+    return str(path)
+
+
+# R-Bench's offline judge is itself a small torch model (MiniLM sentence embeddings): torch, but no kit.
+@pytest.mark.parametrize('dataset,extra,torch', [('GRAB_DEMO', [], False), ('ReMI_DEMO', [], False),
+                                                 ('R-Bench-Full_DEMO', ['--judge', 'offline'], True)])
+def test_eval_without_the_kit(dataset, extra, torch, tmp_path):
+    pred = _demo_predictions(tmp_path, dataset)
+    out = _assert_kit_free(['eval', '--data', dataset, '--pred', pred, *extra], env={'LMUData': str(tmp_path)},
+                           torch=torch)
+    assert (tmp_path / f'mymodel_{dataset}_score.json').is_file(), out[-2000:]
+    assert (tmp_path / f'mymodel_{dataset}_manifest.json').is_file(), out[-2000:]
