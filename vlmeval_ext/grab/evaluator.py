@@ -75,8 +75,7 @@ class GRABEvaluator(ExtEvaluation):
         pd.DataFrame(grab_report.acc_table(score_rows)).to_csv(stem_path(eval_file, '_acc.csv'), index=False)
         pd.DataFrame(rows).to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
         grab_report.plot_complexity(scores, stem_path(eval_file, '_complexity.png'))
-        table = grab_report.task_table(scores)
-        print(table.to_string())
+        table = grab_report.task_table(scores)        # printed once, by the caller (the kit or `vlmeval-ext eval`)
         print(f'[GRAB] items {counts["items"]}, scored {counts["scored"]}, empty answers {counts["empty"]} (scored '
               f'wrong), inference failures {counts["inference_failures"]} (excluded)')
         for note in notes:

@@ -143,26 +143,29 @@ def plot_complexity(scores: Mapping, path: str | Path) -> None:
     plt.close(fig)
 
 
-def task_table(scores: Mapping) -> 'pd.DataFrame':
-    """The paper's layout: one row per scoring, columns Properties/Functions/Series/Transforms/Overall (%)."""
-    import pandas as pd
+# The task names as GRAB's data writes them (the `task` column, _acc.csv, _score.json): one set of labels everywhere.
+TASKS = ('properties', 'function', 'series', 'transform')
 
-    columns = {'properties': 'Properties', 'function': 'Functions', 'series': 'Series', 'transform': 'Transforms'}
-    table = {}
+
+def task_table(scores: Mapping) -> 'pd.DataFrame':
+    """What evaluate returns (and the kit prints): one row per scoring, accuracy (%) per task and Overall, and the
+    items scored; labelled for the kit's printout (core.kit_table)."""
+    from vlmeval_ext.core.kit_table import result_table
+
+    rows = {}
     for scoring in scorings_in(scores):
         summary = scores[scoring]
-        row = {label: summary['task'].get(task) for task, label in columns.items()}
-        row['Overall'] = summary['Overall']
-        row['n scored'] = summary['counts']['scored']
-        table[scoring] = row
-    return pd.DataFrame.from_dict(table, orient='index').round(1)
+        row = {'Overall (%)': summary['Overall']}
+        row.update({f'{task} (%)': summary['task'].get(task) for task in TASKS})
+        row['scored (items)'] = summary['counts']['scored']
+        rows[scoring] = row
+    return result_table('GRAB scoring', rows, digits=1)
 
 
 def summary_row(score: Mapping) -> dict:
     """The end-of-run summary's row for one GRAB _score.json: accuracy in percent (official = the paper's rule),
     per task for the official scoring, Overall for each scoring present."""
-    tasks = {'properties': 'Properties', 'function': 'Functions', 'series': 'Series', 'transform': 'Transforms'}
-    row = {f'official {label} (%)': score['official']['task'].get(task) for task, label in tasks.items()}
+    row = {f'official {task} (%)': score['official']['task'].get(task) for task in TASKS}
     for scoring in SCORINGS:
         if scoring in score:
             row[f'{scoring} Overall (%)'] = score[scoring]['Overall']

@@ -3,8 +3,6 @@ efficient or offline); `rbench.dataset.RBenchFull` adds loading and prompts. An 
 kit when evaluate runs; `--judge offline` needs no kit."""
 from __future__ import annotations
 
-import pandas as pd
-
 from vlmeval_ext.core.evaluation import ExtEvaluation
 from vlmeval_ext.core.io import DataError, load_predictions, stem_path
 from vlmeval_ext.core.spec import load_spec
@@ -86,9 +84,7 @@ class RBenchEvaluator(ExtEvaluation):
                        'missing_partner': pairing.missing_partner,
                        'judge_failed': summary['failures']['judge_failed_scores'],
                        'judge_calls': summary['calls']}}
-        return pd.DataFrame({'dimension': list(table['absolute']),
-                             'absolute': list(table['absolute'].values()),
-                             'relative': list(table['relative'].values())})
+        return rb_report.result_table(table)      # printed once, by the caller (the kit or `vlmeval-ext eval`)
 
     def _judge_api(self, items, handle, pairing, eval_file, use_cache=True):
         from vlmeval_ext.core.judge import VerdictCache, run_tasks
@@ -132,11 +128,11 @@ class RBenchEvaluator(ExtEvaluation):
     @staticmethod
     def _print(table, summary, label, counts):
         failures = summary['failures']
-        print(f'\nR-Bench robustness, {label}')
+        print(f'[R-Bench] robustness scores on the paper\'s 0-1 scale; {label}')
         if counts['empty']:
-            print(f'empty outputs: {counts["empty"]} row(s), judged like any other output (the official protocol)')
-        print(f'judge calls: {summary["calls"]} ({summary["calls_per_item"]} per item, mode {summary["mode"]}); '
-              f'excluded failed scores: {failures["excluded_scores"]} (inference-failed rows '
+            print(f'[R-Bench] empty outputs: {counts["empty"]} row(s), judged like any other output (the official '
+                  'protocol)')
+        print(f'[R-Bench] judge calls: {summary["calls"]} ({summary["calls_per_item"]} per item, mode '
+              f'{summary["mode"]}); excluded failed scores: {failures["excluded_scores"]} (inference-failed rows '
               f'{failures["inference_failed_rows"]}, items missing a partner row {failures["missing_partner_items"]}, '
               f'judge-failed scores {failures["judge_failed_scores"]})')
-        print(rb_report.paper_tables(table, label=label))

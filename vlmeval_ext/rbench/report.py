@@ -132,6 +132,16 @@ def paper_tables(table: Mapping[str, Mapping[str, float | None]], label: str = '
     return '\n'.join(out)
 
 
+def result_table(table: Mapping[str, Mapping[str, float | None]]) -> 'pd.DataFrame':
+    """What evaluate returns (and the kit prints): the paper's Table 3 layout, rows absolute and relative, columns
+    MCQ/VQA/CAP x low/mid/high and Overall, on the paper's 0-1 scale (core.kit_table)."""
+    from vlmeval_ext.core.kit_table import result_table as build
+
+    cols = ['Overall'] + [f'{t}-{s}' for t in TASKS for s in ('low', 'mid', 'high')]
+    return build('R-Bench', {metric: {f'{c.replace("-", " ")} (0-1)': table[metric].get(c) for c in cols}
+                             for metric in ('absolute', 'relative')}, digits=4)
+
+
 def write_report(rows: Sequence[Mapping], stem: str | Path, judge: Mapping | None = None,
                  plots: bool = True, label: str = '', judge_label: str | None = None,
                  counts: Mapping | None = None) -> dict:

@@ -68,5 +68,6 @@ class ReMIEvaluator(ExtEvaluation):
             'prompts': {'appendix_common': spec['appendix_common'], **spec['appendix_task']},
             'counts': {'infer_failed': summary['counts']['inference_failures'],
                        'unparsable': sum(summary['counts']['parse_failures'].values())}}
-        print(remi_report.markdown_table(summary, model_name))
-        return summary
+        for line in remi_report.accounting_lines(summary):
+            print(f'[ReMI] {line}')
+        return remi_report.result_table(summary)     # printed once, by the caller (the kit or `vlmeval-ext eval`)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-TABLE_HEADER = ['Task', 'Items', 'Accuracy (official)', 'Naive baseline', 'ERP', 'Accuracy (lenient)']
+TABLE_HEADER = ['task', 'items scored', 'official accuracy (%)', 'naive baseline (%)', 'ERP (%)', 'lenient accuracy (%)']
 
 
 def _fmt(x, digits=1):
@@ -24,21 +24,38 @@ def table_rows(summary: dict) -> list[list]:
 
 
 def markdown_table(summary: dict, model_name: str = '') -> str:
-    title = f'ReMI{" - " + model_name if model_name else ""} (percent; input mode: {summary["input_mode"]}; ' \
-            f'micro accuracy {_fmt(summary["accuracy"]["micro"])})'
+    title = f'ReMI{" - " + model_name if model_name else ""} (input mode: {summary["input_mode"]}; ' \
+            f'micro accuracy {_fmt(summary["accuracy"]["micro"])} %)'
     lines = [title, '', '| ' + ' | '.join(TABLE_HEADER) + ' |', '|' + '---|' * len(TABLE_HEADER)]
     for task, n, a, b, e, lenient in table_rows(summary):
         lines.append(f'| {task} | {n} | {_fmt(a)} | {_fmt(b)} | {_fmt(e)} | {_fmt(lenient)} |')
+    return '\n'.join(lines + [''] + accounting_lines(summary)) + '\n'
+
+
+def accounting_lines(summary: dict) -> list[str]:
+    """What the scores rest on: official vs lenient, and every item not scored right for a reason."""
     counts, differ = summary['counts'], summary['official_vs_lenient']
-    lines += ['', 'Official = the ReMI authors\' evaluation code (the headline, compared with the paper); lenient = '
-                  'a robust reading of the same answers. They differ on '
-                  f'{differ["differ"]} item(s) (lenient only right: {differ["lenient_only"]}; official only right: '
-                  f'{differ["official_only"]}).',
-              f'Items {counts["items"]}, scored {counts["scored"]}; empty answers (scored wrong): {counts["empty"]}; '
-              f'inference failures (the kit\'s failure text, excluded): {counts["inference_failures"]}; '
-              f'unreadable for official (BAD_JSON, wrong): {counts["official_bad_json"]}; '
-              f'unreadable for lenient (wrong): {counts["parse_failures"] or "none"}']
-    return '\n'.join(lines) + '\n'
+    return ['Official = the ReMI authors\' evaluation code (the headline, compared with the paper); lenient = '
+            'a robust reading of the same answers. They differ on '
+            f'{differ["differ"]} item(s) (lenient only right: {differ["lenient_only"]}; official only right: '
+            f'{differ["official_only"]}).',
+            f'Items {counts["items"]}, scored {counts["scored"]}; empty answers (scored wrong): {counts["empty"]}; '
+            f'inference failures (the kit\'s failure text, excluded): {counts["inference_failures"]}; '
+            f'unreadable for official (BAD_JSON, wrong): {counts["official_bad_json"]}; '
+            f'unreadable for lenient (wrong): {counts["parse_failures"] or "none"}']
+
+
+def result_table(summary: dict) -> 'pd.DataFrame':
+    """What evaluate returns (and the kit prints): rows official (the headline), lenient, naive baseline and ERP
+    (error reduction against it), columns Overall and each task, all in percent (core.kit_table)."""
+    from vlmeval_ext.core.kit_table import result_table as build
+
+    sources = {'official': summary['accuracy'], 'lenient': summary['lenient']['accuracy'],
+               'naive baseline': summary['naive_baseline'], 'ERP': summary['erp']}
+    tasks = list(summary['accuracy']['task'])
+    rows = {name: {'Overall (%)': src['Overall'], **{f'{t} (%)': src['task'].get(t) for t in tasks}}
+            for name, src in sources.items()}
+    return build(f'ReMI ({summary["input_mode"]} input)', rows, digits=1)
 
 
 def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model') -> Path:

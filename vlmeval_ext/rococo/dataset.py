@@ -22,6 +22,7 @@ from vlmeval_ext.core.io import DataError, load_predictions, require_columns, st
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
 from vlmeval_ext.rococo.evaluator import NO_JUDGE, RoCOCOMCQEvaluator, RoCOCORetrievalEvaluator
+from vlmeval_ext.rococo.report import mcq_result_table
 
 
 def _prepare(name: str, source_dir=None, coco_root=None, mixed_root=None) -> str:
@@ -73,8 +74,7 @@ class RoCOCOMCQ(RoCOCOMCQEvaluator, ExtImageDataset):
             {'question': Q.QUESTION, 'A': '{A}', 'B': '{B}', 'C': '{C}', 'D': '{D}'})},
             'seeds': {'mcq_options': Q.SEED},
             'counts': {'unparsed': result['unparsed'], 'infer_failed': result['inference_failed']}}
-        print(table.to_string(index=False))
-        return table
+        return mcq_result_table(self.dataset_name, result)    # printed once, by the kit or `vlmeval-ext eval`
 
 
 class RoCOCORetrieval(RoCOCORetrievalEvaluator, ExtImageDataset):

@@ -6,6 +6,7 @@ from vlmeval_ext.core.evaluation import ExtEvaluation
 from vlmeval_ext.core.io import load_predictions, stem_path, write_json
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
+from vlmeval_ext.rococo.report import retrieval_result_table
 
 NO_JUDGE = {'model': 'none (rule-based: leading letter, then the kit can_infer)', 'mode': 'rule', 'retries': 0,
             'endpoint_host': None}
@@ -60,5 +61,4 @@ class RoCOCORetrievalEvaluator(ExtEvaluation):
                                          'endpoint_host': None},
                                'seeds': {'mixing': [int(s) for s in result.get('per_seed', {})]},
                                'counts': {'n_images': result['n_images'], 'n_texts': result['n_texts']}}
-        print(table.to_string(index=False))
-        return table
+        return retrieval_result_table(self.dataset_name, table)   # printed once, by the kit or `vlmeval-ext eval`
