@@ -30,5 +30,5 @@ start=$SECONDS
 "$PY" -m vlmeval_ext corrupt-image vlmeval_ext/corrupt/demo/chelsea.jpg --out-dir "$WORK/corrupt" --preview
 echo
 echo "================ demo results (Naive-Baseline: the floor a real model should beat) ================"
-"$PY" -m vlmeval_ext.core.summary "$WORK/Naive-Baseline"
+"$PY" -m vlmeval_ext summary "$WORK/Naive-Baseline"
 echo "demo finished in $((SECONDS - start)) s; outputs under $WORK/Naive-Baseline"

@@ -13,9 +13,11 @@ from vlmeval_ext.errors import ExtError, report
 DELEGATED = {
     'corrupt-image': ('vlmeval_ext.corrupt.cli:corrupt_image_main', 'write the 33 distortions of one image'),
     'corrupt': ('vlmeval_ext.corrupt.cli:corrupt_dataset_main', 'build <Dataset>-RC paired robustness variants'),
-    'rococo': ('vlmeval_ext.rococo.__main__:main', 'RoCOCO tools: score, gallery, make-mixed'),
+    'rococo': ('vlmeval_ext.rococo.__main__:main', 'RoCOCO tools: prepare, embed, score, gallery, make-mixed'),
     'leaderboard': ('vlmeval_ext.core.leaderboard:leaderboard_main', 'collect a work dir into a leaderboard'),
     'diff-manifests': ('vlmeval_ext.core.manifest:diff_manifests_main', 'why two runs may disagree'),
+    'summary': ('vlmeval_ext.core.summary:summary_main',
+                'one table per benchmark of a work dir, with units (Markdown + CSV)'),
 }
 
 

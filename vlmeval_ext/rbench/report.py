@@ -106,14 +106,16 @@ def write_scores_csv(rows: Sequence[Mapping], path: str | Path) -> None:
 
 
 def robustness_csv_text(table: Mapping[str, Mapping[str, float | None]], judge_label: str | None = None) -> str:
-    """dimension,absolute,relative CSV; with `judge_label`, a fourth column names the judge on every row (so an
-    offline approximation can never pass for the paper's judge once the file travels alone)."""
+    """dimension,absolute (0-1),relative (0-1) CSV; with `judge_label` (an offline approximation), a fourth
+    column says `offline approximation` on every row (short: the full label is in _score.json), so the file can
+    never pass for the paper's judge once it travels alone."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator='\n')
-    writer.writerow(['dimension', 'absolute', 'relative'] + (['judge'] if judge_label else []))
+    writer.writerow(['dimension', 'absolute (0-1)', 'relative (0-1)'] + (['judge'] if judge_label else []))
+    mark = 'offline approximation' if judge_label else None
     for dim in table['absolute']:
         cells = ['' if v is None else f'{v:.4f}' for v in (table[m][dim] for m in ('absolute', 'relative'))]
-        writer.writerow([dim, *cells] + ([judge_label] if judge_label else []))
+        writer.writerow([dim, *cells] + ([mark] if mark else []))
     return buf.getvalue()
 
 
