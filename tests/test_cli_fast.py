@@ -84,3 +84,19 @@ def test_eval_without_the_kit(dataset, extra, torch, tmp_path):
                            torch=torch)
     assert (tmp_path / f'mymodel_{dataset}_score.json').is_file(), out[-2000:]
     assert (tmp_path / f'mymodel_{dataset}_manifest.json').is_file(), out[-2000:]
+
+
+def test_eval_records_the_model_from_the_file_name_or_model(tmp_path):
+    """`--pred evalpred/mymodel_GRAB_DEMO.xlsx` is model `mymodel` (not the folder); --model NAME overrides."""
+    folder = tmp_path / 'evalpred'
+    folder.mkdir()
+    pred = _demo_predictions(folder, 'GRAB_DEMO')
+    _assert_kit_free(['eval', '--data', 'GRAB_DEMO', '--pred', pred], env={'LMUData': str(tmp_path)})
+    manifest = json.loads((folder / 'mymodel_GRAB_DEMO_manifest.json').read_text())
+    assert manifest['model']['name'] == 'mymodel'
+    _assert_kit_free(['eval', '--data', 'GRAB_DEMO', '--pred', pred, '--model', 'My-VLM-7B'],
+                     env={'LMUData': str(tmp_path)})
+    manifest = json.loads((folder / 'mymodel_GRAB_DEMO_manifest.json').read_text())
+    assert manifest['model']['name'] == 'My-VLM-7B'
+    _, help_text = _probe(['eval', '--help'])
+    assert '<model>_<dataset>' in help_text and '--model' in help_text

@@ -58,8 +58,11 @@ def cmd_eval(argv):
                                 description='Evaluate an existing predictions file (.tsv/.xlsx/.csv) without the '
                                             'dataset TSV or the model. API keys come from the environment '
                                             '(OPENAI_API_KEY), never from the command line.')
-    p.add_argument('--data', required=True)
-    p.add_argument('--pred', required=True)
+    p.add_argument('--data', required=True, help='dataset name (`vlmeval-ext list`)')
+    p.add_argument('--pred', required=True, help='predictions file; the kit names them <model>_<dataset>.xlsx')
+    p.add_argument('--model', default=None,
+                   help='model name recorded in the manifest and reports (default: the <model> of a '
+                        '<model>_<dataset>.<ext> file name, else the file\'s folder)')
     p.add_argument('--judge', default=None, help='judge model name (kit build_judge), or "offline"')
     p.add_argument('--judge-base-url', default=None, help='OpenAI-compatible base URL, e.g. http://host:8000/v1')
     p.add_argument('--judge-args', default=None, help='JSON, e.g. {"judge_mode": "efficient"}')
@@ -80,7 +83,7 @@ def cmd_eval(argv):
     result = cls.for_evaluation(args.data).evaluate(args.pred, **judge_kwargs)
     _print_result(result)
     from vlmeval_ext.reporting import write_run_records
-    records = write_run_records(args.data, args.pred, judge_kwargs)
+    records = write_run_records(args.data, args.pred, judge_kwargs, model_name=args.model)
     print(f'run records: {records["manifest"]}' + (f', {records["vs_paper"]}' if records['vs_paper'] else ''))
     return 0
 
