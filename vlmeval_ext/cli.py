@@ -119,17 +119,41 @@ def _print_result(result):
 def cmd_prepare(argv):
     p = argparse.ArgumentParser(prog='vlmeval-ext prepare',
                                 description='Build the kit TSV under $LMUData from the official source, or from a '
-                                            'local copy of the official release (--from) on offline machines.')
+                                            'local copy of the official release (--from) on offline machines. The '
+                                            'folder layouts --from accepts are listed in the README ("Preparing '
+                                            'the data").')
     p.add_argument('name')
     p.add_argument('--from', dest='source', default=None, help='local copy of the official release')
+    p.add_argument('--coco-root', default=None,
+                   help='RoCOCO: the COCO folder holding val2014/ (or set COCO_ROOT)')
+    p.add_argument('--allow-subset', action='store_true',
+                   help='R-Bench-Full, GRAB, ReMI: keep a source with fewer (or more) items than the official '
+                        'release instead of stopping; the output says so')
     args = p.parse_args(argv)
     cls = _dataset_class(args.name)
     if not hasattr(cls, 'prepare'):
         raise ExtError(f'{args.name} is built by another command (see README)')
-    path = cls.prepare(args.name, args.source)
+    options = _prepare_options(cls, args)
+    path = cls.prepare(args.name, args.source, **options)
     from vlmeval_ext.core.io import file_md5
     print(f'{args.name}: {path} (md5 {file_md5(path)})')
     return 0
+
+
+def _prepare_options(cls, args) -> dict:
+    """The options given on the command line that this dataset's prepare takes; one it does not take is an
+    error naming the datasets that do."""
+    import inspect
+    accepted = inspect.signature(cls.prepare).parameters
+    options = {}
+    for flag, dest, value in (('--coco-root', 'coco_root', args.coco_root),
+                              ('--allow-subset', 'allow_subset', args.allow_subset)):
+        if not value:
+            continue
+        if dest not in accepted:
+            raise ExtError(f'prepare {args.name}: {flag} does not apply to this dataset')
+        options[dest] = value
+    return options
 
 
 def cmd_list(argv):

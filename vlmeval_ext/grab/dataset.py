@@ -5,7 +5,10 @@ Names: GRAB (the 2,170 questions, built by `vlmeval-ext prepare GRAB [--from DIR
 """
 from __future__ import annotations
 
+import os
+
 from vlmeval_ext.core.dataset import ExtImageDataset, tsv_path
+from vlmeval_ext.core.prepare import check_item_count, count_rows
 from vlmeval_ext.core.io import DataError, file_md5
 from vlmeval_ext.grab import data as grab_data
 from vlmeval_ext.grab import prompt as grab_prompt
@@ -30,10 +33,17 @@ class GRAB(GRABEvaluator, ExtImageDataset):
         return message
 
     @classmethod
-    def prepare(cls, name, source_dir=None):
+    def prepare(cls, name, source_dir=None, allow_subset: bool = False):
         if name != 'GRAB':
             raise DataError(f'`prepare` builds GRAB only ({name} ships with the package)')
         path = grab_data.prepare(tsv_path(name), source_dir)
+        expected = grab_prompt._spec()['sources']['expected']['n_items']
+        try:
+            check_item_count('GRAB', source_dir or 'the Hugging Face source', count_rows(path), expected,
+                             allow_subset)
+        except DataError:
+            os.remove(path)           # a partial build never takes the dataset's name
+            raise
         with open(f'{path}.md5', 'w') as f:      # the sidecar load_data checks
             f.write(file_md5(path) + '\n')
         return str(path)

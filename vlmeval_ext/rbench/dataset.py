@@ -48,12 +48,12 @@ class RBenchFull(RBenchEvaluator, ExtImageDataset):
         return [*({'type': 'image', 'value': p} for p in images), {'type': 'text', 'value': text}]
 
     @classmethod
-    def prepare(cls, name, source_dir=None) -> str:
+    def prepare(cls, name, source_dir=None, allow_subset: bool = False) -> str:
         if name not in (FULL, *SUBSETS):
             raise DataError(f'`prepare` builds {FULL} (and its task subsets); {name} ships with the package')
         from vlmeval_ext.rbench.data import prepare as prepare_tsv
         path = tsv_path(FULL)
-        prepare_tsv(source_dir, path)
+        prepare_tsv(source_dir, path, allow_subset=allow_subset)
         with open(f'{path}.md5', 'w') as f:        # the sidecar load_data checks
             f.write(file_md5(path) + '\n')
         return path
