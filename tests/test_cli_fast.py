@@ -100,3 +100,12 @@ def test_eval_records_the_model_from_the_file_name_or_model(tmp_path):
     assert manifest['model']['name'] == 'My-VLM-7B'
     _, help_text = _probe(['eval', '--help'])
     assert '<model>_<dataset>' in help_text and '--model' in help_text
+
+
+def test_commands_that_import_the_kit_do_not_show_its_env_notice(tmp_path):
+    """`prepare` imports the kit (its dataset classes); the kit's "Did not detect the .env file" ERROR line, which
+    concerns its optional key file, is not shown on our commands. The one line of our own error is."""
+    result, out = _probe(['prepare', 'GRAB_DEMO'], env={'LMUData': str(tmp_path)})
+    assert result['code'] == 2 and result['vlmeval'] is True
+    assert 'Did not detect the .env file' not in out
+    assert 'GRAB_DEMO ships with the package' in out

@@ -190,8 +190,10 @@ def main(argv=None) -> None:
             print(f'  {name:15s} {help_text}')
         sys.exit(0 if argv else 2)
     name, rest = argv[0], argv[1:]
+    from vlmeval_ext.core.logs import quiet_kit_notices
     from vlmeval_ext.core.secrets import install_log_redaction
     install_log_redaction()
+    quiet_kit_notices()
     try:
         if name in COMMANDS:
             code = COMMANDS[name][0](rest)

@@ -164,6 +164,8 @@ def register(redact_logs: bool = True) -> None:
     redaction of `vlmeval_ext.core.secrets`, so no log line of the kit or ours can carry an API key (the kit
     logs its judge's key when it builds one). Raises KitNotInstalled when `vlmeval` cannot be imported.
     """
+    from vlmeval_ext.core.logs import quiet_kit_notices
+    quiet_kit_notices()                       # before the kit's import logs its .env notice
     kit_dataset = import_kit('vlmeval.dataset')
     kit_config = import_kit('vlmeval.config')
     kit_vlm = import_kit('vlmeval.vlm')
