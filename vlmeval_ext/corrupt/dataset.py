@@ -152,8 +152,13 @@ class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
         with open(stem_path(eval_file, '_robustness.md'), 'w', encoding='utf-8') as f:
             f.write(report)
         from vlmeval_ext.rbench.report import plot_radar, plot_task_strength
-        plot_radar(table, stem_path(eval_file, '_radar.png'), title=f'{self.dataset_name} robustness')
-        plot_task_strength(table, stem_path(eval_file, '_strength.png'), title=self.dataset_name, tasks=(task,))
+        from vlmeval_ext.core.plots import model_of_file, no_plot_line, run_title
+        title = run_title(self.dataset_name, model_of_file(eval_file, self.dataset_name), judge.name, len(rows),
+                          len(rows) - excluded)
+        if plot_radar(table, stem_path(eval_file, '_radar.png'), title=f'{title}\nrobustness (0-1)'):
+            plot_task_strength(table, stem_path(eval_file, '_strength.png'), title=title, tasks=(task,))
+        else:
+            print(no_plot_line(self.dataset_name, stem_path(eval_file, '_radar.png'), 'no pair was scored'))
         print(report)
         manifest_judge = {'model': judge.name, 'mode': judge.mode}
         if not judge.is_api:

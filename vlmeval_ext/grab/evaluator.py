@@ -10,6 +10,7 @@ import pandas as pd
 from vlmeval_ext.core.evaluation import ExtEvaluation
 from vlmeval_ext.core.io import DataError, int_cell, load_predictions, stem_path, write_json
 from vlmeval_ext.core.judging import OFFLINE_JUDGES
+from vlmeval_ext.core.plots import model_of_file, no_plot_line, run_title
 from vlmeval_ext.core.predictions import EMPTY, FAILED, classify_prediction
 from vlmeval_ext.grab import prompt as grab_prompt
 from vlmeval_ext.grab import report as grab_report
@@ -74,7 +75,13 @@ class GRABEvaluator(ExtEvaluation):
         write_json(scores, stem_path(eval_file, '_score.json'))
         pd.DataFrame(grab_report.acc_table(score_rows)).to_csv(stem_path(eval_file, '_acc.csv'), index=False)
         pd.DataFrame(rows).to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
-        grab_report.plot_complexity(scores, stem_path(eval_file, '_complexity.png'))
+        plot_path = stem_path(eval_file, '_complexity.png')
+        judge_text = f'{judge["name"]} (llm_extracted)' if judge else 'none (official and normalized are rule-based)'
+        title = run_title(self.dataset_name, model_of_file(eval_file, self.dataset_name), judge_text,
+                          counts['items'], counts['scored'])
+        if self.write_plots and not grab_report.plot_complexity(scores, plot_path, title=title):
+            print(no_plot_line('GRAB', plot_path, f'no item was scored ({counts["inference_failures"]} of '
+                                                  f'{counts["items"]} are inference failures)'))
         table = grab_report.task_table(scores)        # printed once, by the caller (the kit or `vlmeval-ext eval`)
         print(f'[GRAB] items {counts["items"]}, scored {counts["scored"]}, empty answers {counts["empty"]} (scored '
               f'wrong), inference failures {counts["inference_failures"]} (excluded)')

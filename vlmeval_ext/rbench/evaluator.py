@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from vlmeval_ext.core.evaluation import ExtEvaluation
 from vlmeval_ext.core.io import DataError, load_predictions, stem_path
+from vlmeval_ext.core.plots import model_of_file, run_title
 from vlmeval_ext.core.spec import load_spec
 from vlmeval_ext.rbench import evaluation as rb_eval
 from vlmeval_ext.rbench import report as rb_report
@@ -70,8 +71,12 @@ class RBenchEvaluator(ExtEvaluation):
         summary['name'], summary['endpoint_host'] = handle.name, handle.endpoint_host
         counts = rb_eval.run_counts(pairing, rows, summary['failures']['judge_failed_scores'])
         stem = stem_path(eval_file, '')
+        judge_text = OFFLINE_LABEL if handle.offline else f'{handle.name} ({mode} mode)'
+        title = run_title(self.dataset_name, model_of_file(eval_file, self.dataset_name), judge_text,
+                          counts['items'], counts.get('scored'))
         result = rb_report.write_report(rows, stem, judge=summary, label=label,
-                                        judge_label=label if handle.offline else None, counts=counts)
+                                        judge_label=label if handle.offline else None, counts=counts,
+                                        plots=self.write_plots, title=title)
         table = {metric: result[metric] for metric in ('absolute', 'relative')}   # computed once, by write_report
         self._print(table, summary, label, counts)
         spec = load_spec('rbench')

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from vlmeval_ext.core.aggregate import is_missing
+from vlmeval_ext.core.plots import no_plot_line
 from vlmeval_ext.core.taxonomy import dimension_order as taxonomy_dimension_order
 from vlmeval_ext.core.taxonomy import robustness_table as taxonomy_robustness_table
 from vlmeval_ext.core.taxonomy import taxonomy
@@ -146,7 +147,7 @@ def result_table(table: Mapping[str, Mapping[str, float | None]]) -> 'pd.DataFra
 
 def write_report(rows: Sequence[Mapping], stem: str | Path, judge: Mapping | None = None,
                  plots: bool = True, label: str = '', judge_label: str | None = None,
-                 counts: Mapping | None = None) -> dict:
+                 counts: Mapping | None = None, title: str = '') -> dict:
     """<stem>_scores.csv, <stem>_robustness.csv, <stem>_score.json and PNG plots; returns the score dict.
 
     `counts` (items, rows, scored, empty, inference_failures, missing_partner, judge_failures) goes into the score
@@ -161,39 +162,72 @@ def write_report(rows: Sequence[Mapping], stem: str | Path, judge: Mapping | Non
               'counts': dict(counts or {'items': len(rows)})}
     Path(f'{stem}_score.json').write_text(json.dumps(result, indent=2), encoding='utf-8')
     if plots:
-        plot_radar(table, f'{stem}_radar.png', title=label)
-        plot_task_strength(table, f'{stem}_task_strength.png', title=label)
+        title = title or label
+        if plot_radar(table, f'{stem}_radar.png', title=title):
+            plot_task_strength(table, f'{stem}_task_strength.png', title=title)
+        else:
+            print(no_plot_line('R-Bench', f'{stem}_radar.png', 'no item was scored'))
     return result
 
 
 # ------------------------------------------------------------------------------------------------- plots
+# One style per metric: equal absolute and relative values stay visible (different markers and line styles).
+METRIC_STYLES = {'absolute': dict(marker='o', markersize=7, linestyle='-'),
+                 'relative': dict(marker='x', markersize=9, linestyle='--'),
+                 'reference': dict(marker='s', markersize=5, linestyle=':')}
+MIN_RADAR_AXES = 5
+
+
+def scored_dims(table: Mapping[str, Mapping[str, float | None]], dims: Sequence[str]) -> list[str]:
+    """The dimensions that hold a value in some metric of `table` (an -RC run samples only some distortions)."""
+    return [d for d in dims if any(values.get(d) is not None for values in table.values())]
+
+
 def plot_radar(table: Mapping[str, Mapping[str, float | None]], path: str | Path, title: str = '',
-               spec: Mapping | None = None) -> None:
-    """Two radars (7 steps, 7 groups), each with every metric of `table` (absolute and relative for R-Bench)."""
+               spec: Mapping | None = None) -> bool:
+    """Two panels (7 steps, 7 groups), each with every metric of `table` (absolute and relative for R-Bench), over
+    the dimensions that hold a value. A radar needs at least MIN_RADAR_AXES of them; with fewer (an -RC run of 4
+    distortions) a panel is a bar chart, so missing dimensions never look like zeros. Nothing scored: no plot
+    (returns False)."""
+    tax = taxonomy(spec)
+    panels = [(label, scored_dims(table, tax[label])) for label in ('steps', 'groups')]
+    if not any(dims for _, dims in panels):
+        return False
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     import numpy as np
 
-    tax = taxonomy(spec)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5), subplot_kw={'projection': 'polar'})
-    for ax, (label, dims) in zip(axes, (('steps', tax['steps']), ('groups', tax['groups']))):
-        angles = np.linspace(0, 2 * np.pi, len(dims), endpoint=False).tolist()
-        for metric, values in table.items():
-            vals = [values.get(d) for d in dims]
-            vals = [np.nan if v is None else v for v in vals]
-            ax.plot(angles + angles[:1], vals + vals[:1], marker='o', label=metric)
-            ax.fill(angles + angles[:1], vals + vals[:1], alpha=0.1)
-        ax.set_xticks(angles)
-        ax.set_xticklabels(dims, fontsize=8)
-        ax.set_ylim(0, 1)
-        ax.set_title(f'by {label}', fontsize=10)
-    axes[1].legend(loc='upper right', bbox_to_anchor=(1.3, 1.1), fontsize=8)
+    fig = plt.figure(figsize=(11, 5.4))
+    for k, (label, dims) in enumerate(panels):
+        polar = len(dims) >= MIN_RADAR_AXES
+        ax = fig.add_subplot(1, 2, k + 1, projection='polar' if polar else None)
+        if polar:
+            angles = np.linspace(0, 2 * np.pi, len(dims), endpoint=False).tolist()
+            for metric, values in table.items():
+                vals = [np.nan if values.get(d) is None else values[d] for d in dims]
+                ax.plot(angles + angles[:1], vals + vals[:1], label=metric, **METRIC_STYLES.get(metric, {}))
+                ax.fill(angles + angles[:1], vals + vals[:1], alpha=0.08)
+            ax.set_xticks(angles)
+            ax.set_xticklabels(dims, fontsize=8)
+            ax.set_ylim(0, 1)
+        else:
+            width = 0.8 / max(1, len(table))
+            for j, (metric, values) in enumerate(table.items()):
+                vals = [np.nan if values.get(d) is None else values[d] for d in dims]
+                ax.bar([i + j * width for i in range(len(dims))], vals, width, label=metric)
+            ax.set_xticks([i + width * (len(table) - 1) / 2 for i in range(len(dims))], dims, fontsize=8)
+            ax.set_ylim(0, 1)
+            ax.set_ylabel('score (0-1)')
+        missing = len(tax[label]) - len(dims)
+        ax.set_title(f'by {label} (0-1)' + (f'; {missing} without items not shown' if missing else ''), fontsize=9)
+        ax.legend(loc='upper right', bbox_to_anchor=(1.3, 1.12) if polar else None, fontsize=8)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
 
 
 def plot_task_strength(table: Mapping[str, Mapping[str, float | None]], path: str | Path, title: str = '',

@@ -9,6 +9,7 @@ import pandas as pd
 
 from vlmeval_ext.core.evaluation import ExtEvaluation
 from vlmeval_ext.core.io import load_predictions, stem_path, write_json
+from vlmeval_ext.core.plots import run_title
 
 from . import prompt as remi_prompt
 from . import report as remi_report
@@ -61,7 +62,10 @@ class ReMIEvaluator(ExtEvaluation):
         write_json(summary, stem_path(eval_file, '_score.json'))
         stem = stem_path(eval_file, '')
         model_name = osp.basename(stem).split(f'_{self.dataset_name}')[0]
-        remi_report.write_report(summary, stem, model_name, plot=self.write_plots)
+        title = run_title(self.dataset_name, model_name, 'none (rule-based, the authors\' evaluation code)',
+                          summary['counts']['items'], summary['counts']['scored'])
+        remi_report.write_report(summary, stem, model_name, plot=self.write_plots,
+                                 title=f'{title}\nofficial accuracy per task ({self.input_mode} input)')
         spec = remi_prompt._spec()['prompt']
         self.manifest_extra = {
             'input_mode': self.input_mode,

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from vlmeval_ext.core.plots import no_plot_line
+
 TABLE_HEADER = ['task', 'items scored', 'official accuracy (%)', 'naive baseline (%)', 'ERP (%)', 'lenient accuracy (%)']
 
 
@@ -58,7 +60,7 @@ def result_table(summary: dict) -> 'pd.DataFrame':
     return build(f'ReMI ({summary["input_mode"]} input)', rows, digits=1)
 
 
-def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model') -> Path:
+def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model', title: str = '') -> Path:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -68,13 +70,14 @@ def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model') ->
     xs = range(len(tasks))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(tasks) + 2), 4.2))
     width = 0.4
-    ax.bar([x - width / 2 for x in xs], model, width, label=f'{model_name} (official)', color='#3b75af')
+    bars = ax.bar([x - width / 2 for x in xs], model, width, label=f'{model_name} (official)', color='#3b75af')
+    ax.bar_label(bars, fmt='%.0f', fontsize=7)     # a 0 % bar is visible as "0", not as a missing one
     ax.bar([x + width / 2 for x in xs], base, width, label='naive baseline', color='#bbbbbb')
     ax.set_xticks(list(xs))
     ax.set_xticklabels(tasks, rotation=40, ha='right')
     ax.set_ylabel('accuracy (%)')
     ax.set_ylim(0, 100)
-    ax.set_title(f'ReMI per task ({summary["input_mode"]} input)')
+    ax.set_title(title or f'ReMI per task ({summary["input_mode"]} input)', fontsize=9)
     ax.legend()
     fig.tight_layout()
     out = Path(out_path)
@@ -83,7 +86,8 @@ def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model') ->
     return out
 
 
-def write_report(summary: dict, stem: str | Path, model_name: str = 'model', plot: bool = True) -> dict:
+def write_report(summary: dict, stem: str | Path, model_name: str = 'model', plot: bool = True,
+                 title: str = '') -> dict:
     """Write <stem>_score.json, <stem>_tasks.md, <stem>_tasks.csv and <stem>_tasks.png; return their paths."""
     import csv
     stem = str(stem)
@@ -95,8 +99,10 @@ def write_report(summary: dict, stem: str | Path, model_name: str = 'model', plo
         writer = csv.writer(f)
         writer.writerow(TABLE_HEADER)
         writer.writerows(table_rows(summary))
-    if plot:
-        paths['plot'] = bar_chart(summary, f'{stem}_tasks.png', model_name)
+    if plot and not summary['counts']['scored']:
+        print(no_plot_line('ReMI', f'{stem}_tasks.png', 'no item was scored (all are inference failures)'))
+    elif plot:
+        paths['plot'] = bar_chart(summary, f'{stem}_tasks.png', model_name, title)
     return paths
 
 
