@@ -57,6 +57,10 @@ MODEL_FACTORIES = {
                             {'backend': 'open_clip', 'model_path': 'ViT-B-32/openai'}),
     'RoCOCO-BLIP-ITC': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
                         {'backend': 'hf-blip', 'model_path': 'Salesforce/blip-itm-base-coco'}),
+    # A smoke test of the retrieval pipeline, not a model: weight-free, deterministic, chance-level recalls (the
+    # demo's retrieval runs use it; its numbers are never compared with the paper).
+    'RoCOCO-Smoke-Hash': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
+                          {'backend': 'smoke-hash', 'model_path': '64', 'device': 'cpu'}),
 }
 
 KIT_MISSING = ('VLMEvalKit is not installed in this environment (`import vlmeval` failed: {err}). Install it '

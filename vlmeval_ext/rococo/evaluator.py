@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from vlmeval_ext.core.evaluation import ExtEvaluation
 from vlmeval_ext.core.io import load_predictions, stem_path, write_json
+from vlmeval_ext.core.plots import model_of_file
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
 from vlmeval_ext.rococo.report import retrieval_result_table
 
 NO_JUDGE = {'model': 'none (rule-based: leading letter, then the kit can_infer)', 'mode': 'rule', 'retries': 0,
             'endpoint_host': None}
+
+
+# Weight-free smoke tests of the retrieval pipeline (embed.SmokeHashEmbedder), not models.
+SMOKE_TEST_MODELS = ('RoCOCO-Smoke-Hash',)
+SMOKE_TEST_NOTE = ('RoCOCO-Smoke-Hash is a weight-free smoke test of the pipeline, not a model: its recalls are '
+                   'about chance level and are never compared with the paper')
 
 
 class RoCOCOMCQEvaluator(ExtEvaluation):
@@ -53,6 +60,9 @@ class RoCOCORetrievalEvaluator(ExtEvaluation):
         direction = 'i2t' if '-I2T-' in self.dataset_name else 't2i'
         result = D.score_retrieval(preds, direction, str(eval_file))
         scores = {'dataset': self.dataset_name, **result}
+        if model_of_file(eval_file, self.dataset_name) in SMOKE_TEST_MODELS:
+            scores['note'] = SMOKE_TEST_NOTE
+            print(f'[RoCOCO] {SMOKE_TEST_NOTE}')
         write_json(scores, stem_path(eval_file, '_score.json'))
         table = D.retrieval_table(result)
         table.insert(0, 'dataset', self.dataset_name)
