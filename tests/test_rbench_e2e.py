@@ -287,7 +287,10 @@ def test_official_scores_with_faults(runs):
     scores_csv = pd.read_csv(runs['tmp'] / 'official' / MODEL / f'{MODEL}_{DATA}_scores.csv')
     assert scores_csv['score_dis'].isna().sum() == 1           # failed: empty, never 0
     stdout = runs['official']['stdout']
-    assert '| Absolute | MCQ low | MCQ mid | MCQ high | VQA low' in stdout and '| Relative |' in stdout
+    # the kit prints the returned table once, every row and column labelled (transposed: columns become rows)
+    table = stdout.split('Evaluation Results:')[1]
+    assert re.search(r'R-Bench\s+absolute\s+relative', table) and 'MCQ low (0-1)' in table
+    assert stdout.count('MCQ low (0-1)') == 1
     for suffix in ('_robustness.csv', '_radar.png', '_task_strength.png', '_manifest.json'):
         assert (runs['tmp'] / 'official' / MODEL / f'{MODEL}_{DATA}{suffix}').is_file()
     manifest = json.loads((runs['tmp'] / 'official' / MODEL / f'{MODEL}_{DATA}_manifest.json').read_text())
