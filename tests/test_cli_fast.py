@@ -109,3 +109,32 @@ def test_commands_that_import_the_kit_do_not_show_its_env_notice(tmp_path):
     assert result['code'] == 2 and result['vlmeval'] is True
     assert 'Did not detect the .env file' not in out
     assert 'GRAB_DEMO ships with the package' in out
+
+
+def test_report_and_tool_commands_run_without_the_kit(tmp_path):
+    """Not only their --help: summary, leaderboard, diff-manifests, corrupt-image, rococo gallery and rococo score
+    do their work without importing the kit or torch."""
+    import numpy as np
+
+    from vlmeval_ext.rococo.demo_gallery import gallery_files
+    env = {'LMUData': str(tmp_path)}
+    model_dir = tmp_path / 'work' / 'mymodel'
+    model_dir.mkdir(parents=True)
+    pred = _demo_predictions(model_dir, 'GRAB_DEMO')
+    _assert_kit_free(['eval', '--data', 'GRAB_DEMO', '--pred', pred], env=env)
+    manifest = str(model_dir / 'mymodel_GRAB_DEMO_manifest.json')
+    ann = next(p for p in gallery_files() if p.name == 'same_concept.json')
+    entries = json.loads(ann.read_text())
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / 'img.npy', rng.standard_normal((len(entries), 8)).astype(np.float32))
+    np.save(tmp_path / 'txt.npy', rng.standard_normal((sum(len(e['caption']) for e in entries), 8)).astype(np.float32))
+    for argv in (['summary', str(tmp_path / 'work')],
+                 ['leaderboard', '--data', 'GRAB_DEMO', '--work-dir', str(tmp_path / 'work'), '--out',
+                  str(tmp_path / 'lb')],
+                 ['diff-manifests', manifest, manifest],
+                 ['corrupt-image', str(REPO_ROOT / 'vlmeval_ext' / 'corrupt' / 'demo' / 'chelsea.jpg'), '--out-dir',
+                  str(tmp_path / 'corrupt')],
+                 ['rococo', 'gallery', '--ann', str(ann)],
+                 ['rococo', 'score', '--direction', 'i2t', '--ann', str(ann), '--image-emb',
+                  str(tmp_path / 'img.npy'), '--text-emb', str(tmp_path / 'txt.npy')]):
+        _assert_kit_free(argv, env=env)
