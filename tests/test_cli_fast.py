@@ -134,7 +134,7 @@ def test_report_and_tool_commands_run_without_the_kit(tmp_path):
                  ['diff-manifests', manifest, manifest],
                  ['corrupt-image', str(REPO_ROOT / 'vlmeval_ext' / 'corrupt' / 'demo' / 'chelsea.jpg'), '--out-dir',
                   str(tmp_path / 'corrupt')],
-                 ['rococo', 'gallery', '--ann', str(ann)],
+                 ['rococo', 'gallery', '--ann', str(ann), '--out', str(tmp_path / 'gallery')],
                  ['rococo', 'score', '--direction', 'i2t', '--ann', str(ann), '--image-emb',
                   str(tmp_path / 'img.npy'), '--text-emb', str(tmp_path / 'txt.npy')]):
         _assert_kit_free(argv, env=env)

@@ -74,3 +74,19 @@ def test_a_table_taller_than_wide_becomes_labelled_values():
                                   for name in ('official', 'lenient', 'naive baseline', 'ERP')})
     printed = as_kit_prints(table)
     assert 'official: Overall (%)' in printed and 'ERP: Clocks (%)' in printed
+
+
+def test_the_kits_run_summary_reports_the_headline_with_its_unit(tmp_path, monkeypatch):
+    """The kit flattens the returned table for its run summary and asks the dataset class for the primary metric:
+    ours is the headline (GRAB official Overall, ReMI official Overall, R-Bench absolute Overall), never an
+    alternative scoring that happens to sort first."""
+    from vlmeval.smp.status_report import flatten_summary_metrics
+    monkeypatch.setenv('LMUData', str(tmp_path))
+    expected = {'GRAB_DEMO': 'GRAB scoring=official|Overall (%)', 'ReMI_DEMO': '=official|Overall (%)',
+                'R-Bench-Full_DEMO': 'R-Bench=absolute|Overall (0-1)'}
+    for dataset, (extra, _, _) in CASES.items():
+        evaluator = evaluator_for_dataset(dataset).for_evaluation(dataset)
+        evaluator.write_plots = False
+        table = evaluator.evaluate(_predictions(tmp_path, dataset), **({'model': 'offline'} if extra else {}))
+        primary = evaluator.report_primary_metric(flatten_summary_metrics(table))
+        assert len(primary) == 1 and next(iter(primary)).endswith(expected[dataset]), (dataset, primary)

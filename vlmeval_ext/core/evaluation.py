@@ -61,6 +61,17 @@ class ExtEvaluation:
         return {}
 
     @classmethod
+    def report_primary_metric(cls, metrics) -> dict:
+        """The kit's hook for the "primary_metric" of its run summary, given the flattened table evaluate returned:
+        the headline, i.e. the first value of the first row (core.kit_table puts it there: GRAB's official
+        Overall (%), R-Bench's absolute Overall (0-1), ...), with its label and unit."""
+        if isinstance(metrics, dict):
+            for key, value in metrics.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+                    return {str(key): value}
+        return {}
+
+    @classmethod
     def naive_prediction(cls, prompt_text: str, dataset: str) -> str:
         """What this benchmark's naive baseline answers to a prompt (used by the `Naive-Baseline` model)."""
         raise NotImplementedError(f'{cls.__name__} defines no naive baseline')

@@ -5,7 +5,8 @@ The kit prints a returned DataFrame with `tabulate(df)`, which shows no column h
 has fewer rows than columns. So the table is built wide: the first column holds the row labels (its header names
 the table), the others are `<label> (<unit>)`. Transposed, the column labels become the printed row labels and the
 first column becomes the printed first row: every label is on screen. The kit also takes its "primary metric" from
-this table (the first column whose name holds "Overall"), so its run summary shows the unit too. A table taller
+this table through our `report_primary_metric` (core.evaluation): the first value of the first row, the headline,
+so its run summary names the metric and its unit. A table taller
 than wide (e.g. ReMI with one task) becomes one `row: column (unit)` label and value per line.
 """
 from __future__ import annotations

@@ -35,6 +35,8 @@ def retrieval_result_table(dataset: str, table: 'pd.DataFrame') -> 'pd.DataFrame
     from vlmeval_ext.core.kit_table import result_table
     names = {'R@1': 'R@1 (%)', 'R@5': 'R@5 (%)', 'R@10': 'R@10 (%)', 'R_mean': 'R_mean (%)',
              'false_rate': 'false rate (%)'}
+    records = table.to_dict('records')
+    records = records[-1:] + records[:-1]          # the mean (or the only row) first: the headline
     rows = {('this run' if str(r['seed']) == '-' else str(r['seed'])): {label: r[key] for key, label in names.items()}
-            for r in table.to_dict('records')}
+            for r in records}
     return result_table(dataset, rows)
