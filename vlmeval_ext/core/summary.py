@@ -190,7 +190,8 @@ def _entries(files: list[Path]) -> tuple[dict, list[str]]:
         benchmark, row = found
         model = model_of(path)
         label = f'{model} / {dataset}' if len(models) > 1 else dataset
-        blocks.setdefault(benchmark, []).append((label, model, dataset, row(data), failure_lines(data)))
+        note = [f'[note] {data["note"]}'] if isinstance(data.get('note'), str) else []
+        blocks.setdefault(benchmark, []).append((label, model, dataset, row(data), failure_lines(data) + note))
     return blocks, others
 
 
