@@ -76,7 +76,8 @@ def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model', ti
     ax.set_xticks(list(xs))
     ax.set_xticklabels(tasks, rotation=40, ha='right')
     ax.set_ylabel('accuracy (%)')
-    ax.set_ylim(0, 100)
+    ax.set_ylim(0, 118)                 # headroom: the legend never covers a 100 % bar
+    ax.set_yticks(range(0, 101, 20))
     ax.set_title(title or f'ReMI per task ({summary["input_mode"]} input)', fontsize=9)
     ax.legend()
     fig.tight_layout()
