@@ -138,3 +138,14 @@ def test_report_and_tool_commands_run_without_the_kit(tmp_path):
                  ['rococo', 'score', '--direction', 'i2t', '--ann', str(ann), '--image-emb',
                   str(tmp_path / 'img.npy'), '--text-emb', str(tmp_path / 'txt.npy')]):
         _assert_kit_free(argv, env=env)
+
+
+def test_help_lists_every_rococo_subcommand():
+    import re
+    _, top = _probe(['--help'])
+    _, rococo = _probe(['rococo', '--help'])
+    subcommands = re.search(r'\{([a-z,\-]+)\}', rococo).group(1).split(',')
+    line = next(x for x in top.splitlines() if x.strip().startswith('rococo '))
+    assert len(subcommands) >= 5
+    for sub in subcommands:
+        assert sub in line, (sub, line)
