@@ -70,3 +70,10 @@ def test_rbench_reads_a_hugging_face_snapshot_with_parquet_in_subfolders(tmp_pat
     pd.DataFrame(records).to_parquet(snapshot / 'data' / 'test-00000-of-00001.parquet')
     (snapshot / '.cache' / 'huggingface' / 'junk.parquet').write_bytes(b'not a parquet file')
     assert write_tsv(records_from_dir(snapshot), tmp_path / 'out.tsv') == 6
+
+
+def test_a_missing_source_folder_is_one_line(tmp_path, lmu, capsys):
+    for name in ('ReMI', 'R-Bench-Full', 'GRAB'):
+        code, _, err = _cli(['prepare', name, '--from', str(tmp_path / 'nowhere')], capsys)
+        assert code == 2 and 'Traceback' not in err and 'nowhere' in err, (name, err)
+        assert len([line for line in err.splitlines() if line.strip()]) == 1, err

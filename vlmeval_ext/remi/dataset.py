@@ -13,6 +13,7 @@ from __future__ import annotations
 import os.path as osp
 
 from vlmeval_ext.core.dataset import ExtImageDataset, lmu_data_root, write_dataset_tsv
+from vlmeval_ext.core.io import DataError
 from vlmeval_ext.core.prepare import check_item_count
 
 from . import data as remi_data
@@ -34,7 +35,10 @@ class ReMI(ReMIEvaluator, ExtImageDataset):
         split = NAMES[name][0]
         if split != 'ReMI':
             raise ValueError(f'{name} ships with the package; prepare builds ReMI from the official parquet')
-        files = remi_data.find_split_files(source_dir) if source_dir else [remi_data.download_split('test')]
+        try:
+            files = remi_data.find_split_files(source_dir) if source_dir else [remi_data.download_split('test')]
+        except (FileNotFoundError, RuntimeError) as err:     # a missing folder or file, no network: one line
+            raise DataError(f'prepare {name}: {err}') from err
         frame = remi_data.convert_files(files)
         check_item_count('ReMI', ', '.join(map(str, files)), len(frame),
                          int(remi_prompt._spec()['source']['sizes']['test']), allow_subset)
