@@ -151,15 +151,17 @@ class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
                                    judge.block, note)
         with open(stem_path(eval_file, '_robustness.md'), 'w', encoding='utf-8') as f:
             f.write(report)
-        from vlmeval_ext.rbench.report import plot_radar, plot_task_strength
         from vlmeval_ext.core.plots import model_of_file, no_plot_line, run_title
+        from vlmeval_ext.rbench.report import plot_radar, plot_task_strength
         title = run_title(self.dataset_name, model_of_file(eval_file, self.dataset_name), judge.name, len(rows),
                           len(rows) - excluded)
         if plot_radar(table, stem_path(eval_file, '_radar.png'), title=f'{title}\nrobustness (0-1)'):
             plot_task_strength(table, stem_path(eval_file, '_strength.png'), title=title, tasks=(task,))
         else:
             print(no_plot_line(self.dataset_name, stem_path(eval_file, '_radar.png'), 'no pair was scored'))
-        print(report)
+        print(f'[{self.dataset_name}] {len(rows)} pairs, judge {judge.name}, relative = {relative_mode}; '
+              f'{summary["failed_rows"]} inference-failed and {summary["empty_rows"]} empty rows; per distortion, '
+              f'failures and approximations: {stem_path(eval_file, "_robustness.md")}')
         manifest_judge = {'model': judge.name, 'mode': judge.mode}
         if not judge.is_api:
             manifest_judge.update(endpoint_host=None, retries=0)
@@ -167,7 +169,12 @@ class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
                                'seeds': {'note': 'per-item seed = run seed * 1000003 + base index'},
                                'counts': {'failed_rows': summary['failed_rows'], 'empty_rows': summary['empty_rows'],
                                           'pairs_excluded_from_relative': excluded}}
-        return robust
+        # What the kit prints (once): reference / absolute / relative by dimension, 0-1 (core.kit_table).
+        from vlmeval_ext.core.kit_table import result_table
+        dims = [d for d in robust['dimension'] if any(table[m].get(d) is not None for m in table)]
+        return result_table(f'{self.dataset_name} (0-1)',
+                            {metric: {f'{d} (0-1)': table[metric].get(d) for d in dims} for metric in table},
+                            digits=4)
 
     def _consistency(self, base, answered, combo_of, sub_dir, stem, fmt, judge, where) -> dict:
         """{(d, s): {item: consistency}}: each distorted prediction scored by the base metric with its
