@@ -74,3 +74,12 @@ def test_a_robustness_chart_of_four_distortions_shows_only_those(tmp_path):
     assert len(steps[:4]) < rb_report.MIN_RADAR_AXES
     assert rb_report.plot_radar(table, tmp_path / 'rc.png', title='x') is True
     assert (tmp_path / 'rc.png').stat().st_size > 0
+
+
+def test_long_titles_are_wrapped_to_the_figure_width():
+    from vlmeval_ext.core.plots import wrapped
+    title = run_title('R-Bench-Full_DEMO', 'Naive-Baseline', "offline approximation (MiniLM-L6 + rules), not the "
+                      "paper's GPT-3.5 judge", 24)
+    lines = wrapped(title, 9.0, 10).splitlines()
+    assert len(lines) >= 2 and all(len(line) <= int(9.0 * 72 / 5.5) for line in lines)
+    assert ' '.join(lines) == title

@@ -21,3 +21,11 @@ def run_title(dataset: str, model: str, judge: str, items: int, scored: int | No
 def no_plot_line(benchmark: str, path: str | Path, why: str) -> str:
     """The line printed instead of writing an empty figure."""
     return f'[{benchmark}] no plot {Path(path).name}: {why}'
+
+
+def wrapped(title: str, width_inches: float, fontsize: float = 10) -> str:
+    """The title broken into lines that fit a figure `width_inches` wide (about 0.55 x fontsize points per
+    character), at word boundaries, so no part of it is cut off."""
+    import textwrap
+    chars = max(30, int(width_inches * 72 / (0.55 * fontsize)))
+    return '\n'.join(textwrap.fill(line, chars) for line in title.splitlines())

@@ -148,7 +148,8 @@ def plot_complexity(scores: Mapping, path: str | Path, title: str = '') -> bool:
     axes[0][0].set_ylabel('accuracy (%)')
     axes[0][-1].legend(title='task')
     if title:
-        fig.suptitle(title, fontsize=10)
+        from vlmeval_ext.core.plots import wrapped
+        fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from vlmeval_ext.core.aggregate import is_missing
-from vlmeval_ext.core.plots import no_plot_line
+from vlmeval_ext.core.plots import no_plot_line, wrapped
 from vlmeval_ext.core.taxonomy import dimension_order as taxonomy_dimension_order
 from vlmeval_ext.core.taxonomy import robustness_table as taxonomy_robustness_table
 from vlmeval_ext.core.taxonomy import taxonomy
@@ -223,7 +223,7 @@ def plot_radar(table: Mapping[str, Mapping[str, float | None]], path: str | Path
         ax.set_title(f'by {label} (0-1)' + (f'; {missing} without items not shown' if missing else ''), fontsize=9)
         ax.legend(loc='upper right', bbox_to_anchor=(1.3, 1.12) if polar else None, fontsize=8)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -251,10 +251,10 @@ def plot_task_strength(table: Mapping[str, Mapping[str, float | None]], path: st
                 if not np.isnan(grid[i, j]):
                     ax.text(j, i, f'{grid[i, j]:.3f}', ha='center', va='center',
                             color='white' if grid[i, j] < 0.5 else 'black', fontsize=9)
-        ax.set_title(metric)
+        ax.set_title(f'{metric} (0-1)')
         fig.colorbar(im, ax=ax, fraction=0.046)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

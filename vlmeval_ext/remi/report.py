@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vlmeval_ext.core.plots import no_plot_line
+from vlmeval_ext.core.plots import no_plot_line, wrapped
 
 TABLE_HEADER = ['task', 'items scored', 'official accuracy (%)', 'naive baseline (%)', 'ERP (%)', 'lenient accuracy (%)']
 
@@ -78,7 +78,8 @@ def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model', ti
     ax.set_ylabel('accuracy (%)')
     ax.set_ylim(0, 118)                 # headroom: the legend never covers a 100 % bar
     ax.set_yticks(range(0, 101, 20))
-    ax.set_title(title or f'ReMI per task ({summary["input_mode"]} input)', fontsize=9)
+    ax.set_title(wrapped(title or f'ReMI per task ({summary["input_mode"]} input)', fig.get_figwidth(), 9),
+                 fontsize=9)
     ax.legend()
     fig.tight_layout()
     out = Path(out_path)
