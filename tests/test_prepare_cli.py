@@ -77,3 +77,14 @@ def test_a_missing_source_folder_is_one_line(tmp_path, lmu, capsys):
         code, _, err = _cli(['prepare', name, '--from', str(tmp_path / 'nowhere')], capsys)
         assert code == 2 and 'Traceback' not in err and 'nowhere' in err, (name, err)
         assert len([line for line in err.splitlines() if line.strip()]) == 1, err
+
+
+def test_no_network_is_one_line_with_the_way_out(lmu, capsys, monkeypatch):
+    """The Hub unreachable (offline mode here): one line saying what failed and how to build it from a copy."""
+    monkeypatch.setenv('HF_DATASETS_OFFLINE', '1')
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')
+    for name in ('GRAB', 'ReMI'):
+        code, _, err = _cli(['prepare', name], capsys)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2 and 'Traceback' not in err and len(lines) == 1, (name, err[-2000:])
+        assert f'vlmeval-ext prepare {name} --from DIR' in lines[0]

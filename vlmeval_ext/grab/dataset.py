@@ -36,7 +36,14 @@ class GRAB(GRABEvaluator, ExtImageDataset):
     def prepare(cls, name, source_dir=None, allow_subset: bool = False):
         if name != 'GRAB':
             raise DataError(f'`prepare` builds GRAB only ({name} ships with the package)')
-        path = grab_data.prepare(tsv_path(name), source_dir)
+        try:
+            path = grab_data.prepare(tsv_path(name), source_dir)
+        except (ConnectionError, OSError) as err:      # no network, the Hub unreachable: one line, the way out
+            if source_dir is not None:
+                raise
+            raise DataError(f'prepare GRAB: could not load it from the Hugging Face Hub ({type(err).__name__}: '
+                            f'{err}); download data/grab.json and images.zip of jonathan-roberts1/GRAB elsewhere '
+                            'and run `vlmeval-ext prepare GRAB --from DIR`') from err
         expected = grab_prompt._spec()['sources']['expected']['n_items']
         try:
             check_item_count('GRAB', source_dir or 'the Hugging Face source', count_rows(path), expected,
