@@ -16,13 +16,18 @@ from typing import Mapping
 import pandas as pd
 
 
+NOT_DEFINED = 'n/a'
+
+
 def result_table(title: str, rows: Mapping[str, Mapping[str, object]], digits: int = 2) -> pd.DataFrame:
     """{row label: {column with its unit: value}} -> a DataFrame whose first column, `title`, holds the row labels.
-    Floats are rounded to `digits`."""
+    Floats are rounded to `digits`; a value that is not defined (None, NaN) reads 'n/a'."""
     records = []
     for label, values in rows.items():
         record = {title: label}
         for column, value in values.items():
+            if value is None or (isinstance(value, float) and value != value):
+                value = NOT_DEFINED          # e.g. ERP where the baseline makes no error: said, not 'nan'
             record[column] = round(value, digits) if isinstance(value, float) else value
         records.append(record)
     table = pd.DataFrame(records)

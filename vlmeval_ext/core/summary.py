@@ -89,7 +89,7 @@ def failure_lines(data: dict) -> list[str]:
         if not isinstance(value, dict):
             continue
         leaves = [(k, v) for k, v in _flatten(value)
-                  if _ACCOUNTING.search(k) and (isinstance(v, (int, float, str)) or v is None)]
+                  if _ACCOUNTING.search(k) and (isinstance(v, (int, float, str)) or v is None) and v != '']
         if leaves:
             lines.append(f'[{section}] ' + '; '.join(f'{k}={_fmt(v)}' for k, v in leaves))
     return lines
