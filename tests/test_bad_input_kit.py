@@ -178,7 +178,8 @@ def test_remi_non_dict_json_outputs_are_counted(kit, lmu, tmp_path, monkeypatch)
     pd.DataFrame(rows).to_csv(path, sep='\t', index=False)
     remi = kit['ReMI'].for_evaluation('ReMI_DEMO')
     remi.write_plots = False
-    summary = remi.evaluate(str(path))
+    remi.evaluate(str(path))
+    summary = json.loads((tmp_path / 'Model_ReMI_DEMO_score.json').read_text())
     assert not list(tmp_path.glob('*.png'))
     counts = summary['counts']
     # The empty cell is an empty answer (wrong, counted), not an inference failure.

@@ -234,5 +234,5 @@ def test_help_lists_every_subcommand():
     out = subprocess.run([sys.executable, '-m', 'vlmeval_ext', '--help'], capture_output=True, text=True,
                          cwd=REPO_ROOT, env={**os.environ}).stdout
     for cmd in ('run', 'eval', 'records', 'prepare', 'list', 'corrupt-image', 'corrupt', 'rococo', 'leaderboard',
-                'diff-manifests', 'export-upstream'):
+                'diff-manifests', 'export-upstream', 'summary'):
         assert f'  {cmd} ' in out

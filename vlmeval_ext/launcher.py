@@ -506,6 +506,17 @@ def after_the_kit(args, plan: RunPlan, handed_args: list[str], started) -> int:
 
 
 # ---- the whole run -----------------------------------------------------------------------------------------------
+def _help_without_kit(entry: KitEntry) -> str | None:
+    """The kit's --help read from its run.py (no kit import), with our datasets and models; None if unreadable."""
+    from vlmeval_ext.kit_help import help_text
+    from vlmeval_ext.registry import MODEL_FACTORIES, dataset_names
+    try:
+        source = Path(entry.source).read_text(encoding='utf-8')
+    except OSError:
+        return None
+    return help_text(source, dataset_names(), list(MODEL_FACTORIES))
+
+
 def run(argv: list[str]) -> int:
     try:
         return _run(list(argv))
@@ -515,6 +526,11 @@ def run(argv: list[str]) -> int:
 
 def _run(argv: list[str]) -> int:
     entry = find_kit_entry()
+    if '-h' in argv or '--help' in argv:
+        text = _help_without_kit(entry)
+        if text is not None:
+            print(text, end='')
+            return 0
     option_names = kit_option_names(entry)
     args = parse_kit_args(argv, option_names)
     refuse_secrets(args)

@@ -31,12 +31,12 @@ import os.path as osp
 import re
 import shutil
 import sys
-from importlib import resources
 from pathlib import Path
 
 import pandas as pd
 from vlmeval.dataset.image_base import ImageBaseDataset
 
+from vlmeval_ext.core.evaluation import ExtEvaluation
 from vlmeval_ext.core.io import (DataError, file_md5, lmu_data_root, parse_list_cell, read_table, require_columns,
                                  stem_path, tsv_path, write_kit_tsv)
 
@@ -219,50 +219,13 @@ def kit_ready_table(data: pd.DataFrame, path, required=('index',), image_rows=No
     return data
 
 
-class ExtImageDataset(ImageBaseDataset):
-    """Base of our image datasets. A subclass sets TYPE, SPEC, its OWN `DATASET_URL = {name: hosted TSV URL or
-    ''}` (every name it supports, demo splits included), `DATASET_MD5`, `DEMO_DATASETS = {name: path inside the
-    vlmeval_ext package}`, `REQUIRED_COLUMNS`, and implements `build_prompt` / `evaluate`. It keeps the kit's
-    `__init__(dataset, skip_noimg)`: the kit's run.py passes every CLI argument whose name is a parameter."""
+class ExtImageDataset(ExtEvaluation, ImageBaseDataset):
+    """Base of our image datasets: a benchmark's evaluator (names, files, `evaluate`; see core.evaluation) made a
+    kit `ImageBaseDataset`. A subclass implements `build_prompt` (and `load_data` when it needs more). It keeps the
+    kit's `__init__(dataset, skip_noimg)`: the kit's run.py passes every CLI argument whose name is a parameter."""
 
-    MODALITY = 'IMAGE'
-    TYPE = 'VQA'
-    SPEC: str | None = None
-    DATASET_URL: dict = {}
-    DATASET_MD5: dict = {}
-    DEMO_DATASETS: dict = {}
-    REQUIRED_COLUMNS: tuple = ('index', 'question')
     # Stop models (InternVL, Qwen-VL, ...) from replacing our official prompts with their own.
     force_use_dataset_prompt = True
-    # evaluate() writes PNG plots beside the scores; set False on an instance to skip them.
-    write_plots = True
-
-    # ---- names and files --------------------------------------------------------------------------------------
-    @classmethod
-    def for_evaluation(cls, dataset: str):
-        """An instance that can evaluate a predictions file without the dataset TSV being present (no data is
-        loaded: `evaluate` reads only the predictions file)."""
-        if dataset not in cls.supported_datasets():
-            raise DataError(f'{cls.__name__} does not know dataset {dataset!r}')
-        obj = cls.__new__(cls)
-        obj.dataset_name = dataset
-        obj.data = None
-        return obj
-
-    @classmethod
-    def demo_tsv(cls, dataset: str) -> Path:
-        return Path(str(resources.files('vlmeval_ext'))) / cls.DEMO_DATASETS[dataset]
-
-    @classmethod
-    def source_split(cls, dataset: str) -> str:
-        """The split whose TSV (`$LMUData/<split>.tsv`) holds `dataset`: itself, unless several names share one."""
-        return dataset
-
-    @classmethod
-    def run_record(cls, dataset: str) -> dict:
-        """What the scores of `dataset` depend on beyond the files: {'prompts': {name: template}, 'seeds': {...},
-        ...}; the run manifest stores it (templates as sha1). Subclasses extend it."""
-        return {}
 
     def image_rows(self, data: pd.DataFrame):
         """Which rows must hold an image (default: all)."""
@@ -403,9 +366,3 @@ class ExtImageDataset(ImageBaseDataset):
                     raise BadImageCell(f'{where}, column \'image\': not a decodable base64 image ({err})') from err
             paths.append(path)
         return paths
-
-    # ---- the reference model's answer -------------------------------------------------------------------------
-    @classmethod
-    def naive_prediction(cls, prompt_text: str, dataset: str) -> str:
-        """What this benchmark's naive baseline answers to a prompt (used by the `Naive-Baseline` model)."""
-        raise NotImplementedError(f'{cls.__name__} defines no naive baseline')

@@ -5,7 +5,8 @@ Sources (dataset_specs/rbench.yaml, `sources`):
   * Hugging Face dataset lcysyzxdxc/R-Bench, file All.parquet
   * --from DIR, a local copy, one of:
       - a dataset saved with `datasets` (save_to_disk: dataset_info.json / state.json), read with load_from_disk
-      - a parquet file, or a folder holding one (the HF All.parquet)
+      - a parquet file, or a folder holding parquet files at any depth (the HF All.parquet, or a Hugging Face
+        snapshot as downloaded: data/test-00000-of-00001.parquet)
       - a folder with the question bank Ref_Release.csv (latin-1) and two image folders: ref_image/ (or ref/) and
         dis_image/ (or dis/). Images are named by the item's 0-based row in Ref_Release.csv (`17.jpg`,
         any extension); a reference image may instead carry the item's `name` (MMBench_35.jpg).
@@ -185,7 +186,10 @@ def records_from_dir(path: str | Path, warnings: list | None = None) -> Iterator
             ds = ds['test'] if 'test' in splits else ds[splits[0]]
         yield from records_from_table(iter(ds), str(path), warnings)
         return
-    parquets = sorted(path.glob('*.parquet'))
+    # A Hugging Face snapshot as downloaded keeps its parquet files in subfolders (data/test-00000-of-00001.parquet);
+    # the hub's own cache folders (.cache/, .huggingface/) are not data.
+    parquets = sorted(p for p in path.rglob('*.parquet')
+                      if not any(part.startswith('.') for part in p.relative_to(path).parts))
     if parquets:
         for p in parquets:
             yield from records_from_table(_parquet_rows(p), str(p), warnings)

@@ -22,9 +22,8 @@ from vlmeval_ext.core.dataset import BadImageCell, ExtImageDataset, safe_join, t
 from vlmeval_ext.core.io import DataError, load_predictions, require_columns, stem_path, write_json
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
-
-NO_JUDGE = {'model': 'none (rule-based: leading letter, then the kit can_infer)', 'mode': 'rule', 'retries': 0,
-            'endpoint_host': None}
+from vlmeval_ext.rococo.evaluator import RoCOCOMCQEvaluator, RoCOCORetrievalEvaluator
+from vlmeval_ext.rococo.report import mcq_result_table
 
 
 def _prepare(name: str, source_dir=None, coco_root=None, mixed_root=None) -> str:
@@ -38,15 +37,7 @@ def _prepare(name: str, source_dir=None, coco_root=None, mixed_root=None) -> str
     return D.write_tsv(frame, tsv_path(name))
 
 
-class RoCOCOMCQ(ExtImageDataset):
-    TYPE = 'MCQ'
-    SPEC = 'rococo'
-    # No TSV is hosted (''): the splits are built locally by `prepare`; the demo split ships with the package.
-    DATASET_URL = {**{name: '' for name in D.MCQ_NAMES}, 'RoCOCO-MCQ-same_concept_DEMO': ''}
-    DEMO_DATASETS = {'RoCOCO-MCQ-same_concept_DEMO': 'rococo/demo/RoCOCO-MCQ-same_concept_DEMO.tsv'}
-    DATASET_MD5 = {'RoCOCO-MCQ-same_concept_DEMO': 'b173cbeddcfb77864f1d3e247bfdf600'}
-    REQUIRED_COLUMNS = ('index', 'image', 'question', 'A', 'B', 'C', 'answer', 'twin')
-
+class RoCOCOMCQ(RoCOCOMCQEvaluator, ExtImageDataset):
     def build_prompt(self, line):
         if isinstance(line, int):
             line = self.data.iloc[line]
@@ -58,16 +49,6 @@ class RoCOCOMCQ(ExtImageDataset):
     @classmethod
     def prepare(cls, name, source_dir=None, coco_root=None):
         return _prepare(name, source_dir, coco_root)
-
-    @classmethod
-    def naive_prediction(cls, prompt_text, dataset):
-        return 'A'
-
-    @classmethod
-    def run_record(cls, dataset):
-        return {'judge': NO_JUDGE, 'seeds': {'mcq_options': Q.SEED},
-                'prompts': {'mcq': Q.prompt_text({'question': Q.QUESTION, 'A': '{A}', 'B': '{B}', 'C': '{C}',
-                                                  'D': '{D}'})}}
 
     def evaluate(self, eval_file, **judge_kwargs):
         from vlmeval.utils.matching_util import can_infer
@@ -93,18 +74,11 @@ class RoCOCOMCQ(ExtImageDataset):
                                'inference_failed': result['inference_failed']}])
         table.to_csv(stem_path(eval_file, '_acc.csv'), index=False)
         items.to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
-        print(table.to_string(index=False))
         print(coverage_line('RoCOCO', coverage))
-        return table
+        return mcq_result_table(self.dataset_name, result)    # printed once, by the kit or `vlmeval-ext eval`
 
 
-class RoCOCORetrieval(ExtImageDataset):
-    TYPE = 'Retrieval'
-    SPEC = 'rococo'
-    DATASET_URL = {name: '' for name in D.I2T_NAMES + D.T2I_NAMES}   # built locally by `prepare`
-    DATASET_MD5 = {}
-    REQUIRED_COLUMNS = D.RETRIEVAL_COLUMNS + ('image',)
-
+class RoCOCORetrieval(RoCOCORetrievalEvaluator, ExtImageDataset):
     def image_rows(self, data):
         """Image rows hold an image, text rows none."""
         require_columns(data, self.REQUIRED_COLUMNS, self.data_path)
@@ -155,24 +129,3 @@ class RoCOCORetrieval(ExtImageDataset):
     @classmethod
     def prepare(cls, name, source_dir=None, coco_root=None, mixed_root=None):
         return _prepare(name, source_dir, coco_root, mixed_root)
-
-    @classmethod
-    def run_record(cls, dataset):
-        return {'judge': {'model': None, 'mode': 'embedding ranking', 'retries': 0, 'endpoint_host': None}}
-
-    @classmethod
-    def naive_prediction(cls, prompt_text, dataset):
-        raise NotImplementedError(f'{dataset} is scored from embeddings: run it with an embedding model '
-                                  '(RoCOCO-CLIP-B32, RoCOCO-BLIP-ITC, ...); Naive-Baseline answers RoCOCO-MCQ-*')
-
-    def evaluate(self, eval_file, **judge_kwargs):
-        preds = load_predictions(eval_file, required=D.RETRIEVAL_COLUMNS + ('prediction',))
-        direction = 'i2t' if '-I2T-' in self.dataset_name else 't2i'
-        result = D.score_retrieval(preds, direction, str(eval_file))
-        scores = {'dataset': self.dataset_name, **result}
-        write_json(scores, stem_path(eval_file, '_score.json'))
-        table = D.retrieval_table(result)
-        table.insert(0, 'dataset', self.dataset_name)
-        table.to_csv(stem_path(eval_file, '_acc.csv'), index=False)
-        print(table.to_string(index=False))
-        return table
