@@ -172,8 +172,13 @@ def test_grab_bad_outputs_are_counted_never_silently_scored(kit, lmu, tmp_path):
 
 
 def test_remi_non_dict_json_outputs_are_counted(kit, lmu, tmp_path, monkeypatch):
-    rows = [{'index': i, 'task': 'EmojiAlgebra', 'answer': '3', 'question': 'q', 'prediction': p}
-            for i, p in enumerate(['{"answer": "3"}', '[3]', '"3"', '3', 'null', None])]
+    # The demo's own first six items (eval checks answers against the dataset's), one reply shape each.
+    from vlmeval_ext.core.io import read_table
+    demo = read_table(kit['ReMI'].demo_tsv('ReMI_DEMO')).head(6)
+    shapes = [lambda a: json.dumps({'answer': a}), lambda a: f'[{a}]', lambda a: json.dumps(a), lambda a: a,
+              lambda a: 'null', lambda a: None]
+    rows = [{'index': r['index'], 'task': r['task'], 'answer': r['answer'], 'question': r['question'],
+             'prediction': shape(r['answer'])} for r, shape in zip(demo.to_dict('records'), shapes)]
     path = tmp_path / 'Model_ReMI_DEMO.tsv'
     pd.DataFrame(rows).to_csv(path, sep='\t', index=False)
     remi = kit['ReMI'].for_evaluation('ReMI_DEMO')

@@ -73,7 +73,7 @@ def test_prepare_after_a_kill_removes_the_part_file_and_says_so(tmp_path, fixtur
     lmu.mkdir()
     part = lmu / 'GRAB.tsv.part'
     part.write_text('index\tpid\tquestion\n0\t0\tWhat is the va')     # what a SIGKILL mid-write leaves
-    proc = _cli(['prepare', 'GRAB', '--from', src], tmp_path)
+    proc = _cli(['prepare', 'GRAB', '--from', src, '--allow-subset'], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f'removed {part}' in proc.stderr and 'interrupted' in proc.stderr
     assert not part.exists() and len(pd.read_csv(lmu / 'GRAB.tsv', sep='\t')) == 3
@@ -84,7 +84,7 @@ def test_a_failing_prepare_leaves_no_part_file(tmp_path, fixtures_dir):
     next((src / 'images').iterdir()).write_bytes(b'\x89PNG\r\n\x1a\n truncated')
     lmu = tmp_path / 'LMUData'
     lmu.mkdir()
-    proc = _cli(['prepare', 'GRAB', '--from', src], tmp_path)
+    proc = _cli(['prepare', 'GRAB', '--from', src, '--allow-subset'], tmp_path)
     assert proc.returncode != 0
     assert not (lmu / 'GRAB.tsv.part').exists() and not (lmu / 'GRAB.tsv').exists()
 

@@ -140,8 +140,9 @@ def rbench_rows(records, tmp: Path) -> list[dict]:
     """R-Bench per-item scores of these predictions with a perfect judge (R-Bench's own pure pipeline)."""
     pairing = rb_eval.pair_predictions(records)
     tasks, aliases = rb_eval.judge_tasks(pairing.items, RB, 'official')
-    cache = tmp / f'expect_{time.time_ns()}.jsonl'
-    results, _ = run_tasks(tasks, judge_reply, VerdictCache(str(cache), 'perfect'), mode='official', nproc=8,
+    # No store: the perfect judge is a local function (and an open SQLite store's sidecar files would come and go
+    # while the test searches the run's files for the key).
+    results, _ = run_tasks(tasks, judge_reply, VerdictCache(None, 'perfect', enabled=False), mode='official', nproc=8,
                            retries=0, backoff=0)
     results = resolve_aliases(results, aliases)
     return rb_eval.score_rows(pairing.items, lambda it, kind: (lambda s: None if s.failed else s.score)(

@@ -12,12 +12,11 @@ present; without either nothing can be compared and the score file says so. With
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 
-from vlmeval_ext.core.io import DataError, lmu_data_root, read_table
+from vlmeval_ext.core.io import DataError, file_md5, lmu_data_root, read_table
 
 KIT_REFERENCE_MAX = 64
 
@@ -78,7 +77,8 @@ def check_against_dataset(preds: pd.DataFrame, pred_path, cls, dataset: str,
     Returns the `coverage` block of a score file."""
     found = dataset_table(cls, dataset)
     if found is None:
-        return {'dataset_table': None, 'dataset_items': None, 'missing_items': None, 'missing': [],
+        return {'dataset_table': None, 'dataset_md5': None, 'dataset_items': None, 'missing_items': None,
+                'missing': [],
                 'note': f'the {dataset} TSV is not under {_lmu_root() or "LMUData"}: missing items and answers not '
                         'checked'}
     path, table = found
@@ -102,8 +102,9 @@ def check_against_dataset(preds: pd.DataFrame, pred_path, cls, dataset: str,
             reason = _image_reason(table, position, index)
             missing.append({'index': index, 'reason': (f'{path}: index {index}, {reason}; the run left it out'
                                                        if reason else 'no prediction')})
-    return {'dataset_table': os.fspath(path), 'dataset_items': len(table), 'missing_items': len(missing),
-            'missing': missing}
+    # The table by name and md5 (what it holds), not by the folder it was read from on this machine.
+    return {'dataset_table': path.name, 'dataset_md5': file_md5(path), 'dataset_items': len(table),
+            'missing_items': len(missing), 'missing': missing}
 
 
 def coverage_line(name: str, coverage: dict) -> str:
