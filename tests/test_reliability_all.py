@@ -157,7 +157,7 @@ def remi_expected(play, predictions: dict) -> dict:
 
 def rococo_expected(play, predictions: dict) -> dict:
     preds = play.rococo.drop(columns=['image']).assign(prediction=[predictions[int(i)] for i in play.rococo['index']])
-    return rococo_data.score_mcq(preds, 'expected', kit_infer=None)[0]
+    return rococo_data.score_mcq(preds, 'expected')[0]
 
 
 # ------------------------------------------------------------------------------------- running and reading

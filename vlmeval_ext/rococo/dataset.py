@@ -22,7 +22,7 @@ from vlmeval_ext.core.io import DataError, load_predictions, require_columns, st
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
 
-NO_JUDGE = {'model': 'none (rule-based: leading letter, then the kit can_infer)', 'mode': 'rule', 'retries': 0,
+NO_JUDGE = {'model': 'none (rule-based: a stated capital letter, else the text of exactly one option)', 'mode': 'rule', 'retries': 0,
             'endpoint_host': None}
 
 
@@ -69,18 +69,16 @@ class RoCOCOMCQ(ExtImageDataset):
                                                   'D': '{D}'})}}
 
     def evaluate(self, eval_file, **judge_kwargs):
-        from vlmeval.utils.matching_util import can_infer
-
         preds = load_predictions(eval_file, required=('index', 'question', 'A', 'B', 'C', 'answer', 'twin',
                                                       'prediction'))
-        result, items = D.score_mcq(preds, str(eval_file), kit_infer=can_infer)
+        result, items = D.score_mcq(preds, str(eval_file))
         attack = str(preds['attack'].iloc[0]) if 'attack' in preds else self.dataset_name.split('-')[-1]
         scores = {'dataset': self.dataset_name, 'attack': attack, **result,
                   'counts': {'items': result['n_items'], 'scored': result['n'], 'empty': result['empty'],
                              'inference_failures': result['inference_failed'],
-                             'unparsed': result['parsed_by'].get('unparsed', 0)},
+                             'unparsed': result['unparsed'], 'hedges': result['parsed_by'].get('hedge', 0)},
                   'judge': None,
-                  'note': 'percent of scored items; empty and unparsed replies count as wrong, the kit\'s inference '
+                  'note': 'percent of scored items; empty, hedged and unparsed replies count as wrong, the kit\'s inference '
                           'failures are excluded; all are counted'}
         write_json(scores, stem_path(eval_file, '_score.json'))
         table = pd.DataFrame([{'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),
