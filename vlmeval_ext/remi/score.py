@@ -51,7 +51,7 @@ def _json_values(text: str) -> list:
         if char in '{[':
             try:
                 value, _ = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError:
+            except ValueError:          # JSONDecodeError, or an integer beyond Python's digit limit
                 continue
             values.append(value)
     return values
@@ -62,7 +62,7 @@ def _loads_lenient(text: str):
     for attempt in (text, _BAD_ESCAPE.sub(r'\\\\', text)):
         try:
             return json.loads(attempt)
-        except json.JSONDecodeError:
+        except ValueError:              # JSONDecodeError, or an integer beyond Python's digit limit
             continue
     try:
         value = ast.literal_eval(text)
@@ -72,6 +72,7 @@ def _loads_lenient(text: str):
 
 
 SCAN_EDGE = 32_768   # a long output is searched for embedded JSON in its first and last 32 KB only
+MAX_FENCES = 8       # and in its first and last 8 ```json fences
 
 
 def _scan_window(text: str) -> list[str]:
@@ -85,7 +86,10 @@ def _scan_window(text: str) -> list[str]:
 def _find_object(text: str):
     """(value, found_any_json): the dict to read, preferring one with an "answer" key."""
     stripped = text.strip()
-    candidates = [m.group(1).strip() for m in _FENCE.finditer(stripped)] + [stripped]
+    fenced = [m.group(1).strip() for m in _FENCE.finditer(stripped)]
+    if len(fenced) > 2 * MAX_FENCES:     # a reply of 1 MB of ``` holds 170,000 fences: read the first and last
+        fenced = fenced[:MAX_FENCES] + fenced[-MAX_FENCES:]
+    candidates = [c for c in fenced if c] + [stripped]
     whole = []
     for candidate in candidates:
         value = _loads_lenient(candidate)
