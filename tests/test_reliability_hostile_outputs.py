@@ -169,3 +169,26 @@ def test_reply_with_lone_surrogate_never_leaves_a_run_that_cannot_finish(tmp_pat
     assert by_question[questions[0]] == '\ufffd 3' and by_question[questions[1]] == 'two halves \U0001f600 5'
     score = json.loads(next((tmp_path / 'out').rglob('*_GRAB_DEMO_score.json')).read_text())
     assert score['counts']['scored'] == 41
+
+
+def test_answers_quoting_the_kit_failure_text_are_scored_not_excluded(tmp_path, loopback, kit_env):
+    """About half the replies quote the kit's failure text in a (wrong) answer: each is an answer, scored wrong;
+    no item is excluded and the headline is not inflated (only the kit's exact failure values are failures)."""
+    from vlmeval_ext.grab import score as G
+
+    data, questions = _grab_questions()
+    first_answer = dict(zip(data['question'][::-1], data['answer'][::-1]))          # first row per question
+    quoting = set(questions[::2])
+    replies = {q: ('Failed to obtain answer via API. I cannot read the plot.' if q in quoting else first_answer[q])
+               for q in questions}
+    _serve_grab(loopback, questions, replies)
+    cfg = loopback_model_config(loopback, {'GRAB_DEMO': {'class': 'GRAB', 'dataset': 'GRAB_DEMO'}})
+    proc = run_kit(['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out', '--api-nproc', '4'],
+                   env=kit_env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    score = json.loads(next((tmp_path / 'out').rglob('*_GRAB_DEMO_score.json')).read_text())
+    quoted = sum(q in quoting for q in data['question'])
+    assert quoted >= 15 and score['counts']['inference_failures'] == 0 and score['counts']['scored'] == 41
+    official = [G.official_correct(replies[q], a) for q, a in zip(data['question'], data['answer'])]
+    assert score['official']['Overall'] == pytest.approx(100 * sum(official) / 41, abs=0.01)
+    assert score['official']['Overall'] <= 100 * (41 - quoted) / 41 + 0.01          # the quoting ones count wrong
