@@ -93,7 +93,8 @@ def test_grab_predictions_round_trip_exactly_and_are_scored_as_sent(tmp_path, lo
 
     data, questions = _grab_questions()
     _serve_grab(loopback, questions)
-    cfg = loopback_model_config(loopback, {'GRAB_DEMO': {'class': 'GRAB', 'dataset': 'GRAB_DEMO'}})
+    cfg = loopback_model_config(loopback, {'GRAB_DEMO': {'class': 'GRAB', 'dataset': 'GRAB_DEMO'}},
+                                verbose=True)       # the kit prints each answer
     env = {k: v for k, v in kit_env.items() if k != 'PRED_FORMAT'}
     proc = run_kit(['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out', '--api-nproc', '4'],
                    env=env, cwd=tmp_path)
@@ -114,6 +115,7 @@ def test_grab_predictions_round_trip_exactly_and_are_scored_as_sent(tmp_path, lo
     items = next((tmp_path / 'out').rglob('*_GRAB_DEMO_items.tsv')).read_text()
     for where in (items, preds[0].read_text(), proc.stdout, proc.stderr):
         assert FAKE_KEY not in where
+    assert '(gateway echo: Bearer ***)' in proc.stdout + proc.stderr              # printed, masked
 
 
 
@@ -155,7 +157,8 @@ def test_reply_with_lone_surrogate_never_leaves_a_run_that_cannot_finish(tmp_pat
     broken.update({questions[0]: '\ud83d 3', questions[1]: 'two halves \ud83d\ude00 5'})
     _serve_grab(loopback, questions, broken)
     cfg = loopback_model_config(loopback, {'GRAB_DEMO': {'class': 'GRAB', 'dataset': 'GRAB_DEMO'}})
-    command = ['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out', '--api-nproc', '4']
+    # --reuse: an upstream checkout starts a new run folder per run unless told to resume (ms-vlmeval always does)
+    command = ['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out', '--api-nproc', '4', '--reuse']
     first = run_kit(command, env=kit_env, cwd=tmp_path)
     asked = loopback.count() - loopback.count(re.escape(PROBE_PROMPT))
     assert asked == 41
@@ -164,11 +167,15 @@ def test_reply_with_lone_surrogate_never_leaves_a_run_that_cannot_finish(tmp_pat
         second = run_kit(command, env=kit_env, cwd=tmp_path)
         assert second.returncode == 0, second.stderr[-3000:]
         assert loopback.count() - loopback.count(re.escape(PROBE_PROMPT)) == 41      # nothing asked again
-    stored = read_table(next((tmp_path / 'out').rglob('LoopbackGPT_GRAB_DEMO.tsv')))
+    stored = read_table(_newest(tmp_path / 'out', 'LoopbackGPT_GRAB_DEMO.tsv'))
     by_question = dict(zip(stored['question'], stored['prediction']))
     assert by_question[questions[0]] == '\ufffd 3' and by_question[questions[1]] == 'two halves \U0001f600 5'
-    score = json.loads(next((tmp_path / 'out').rglob('*_GRAB_DEMO_score.json')).read_text())
+    score = json.loads(_newest(tmp_path / 'out', 'LoopbackGPT_GRAB_DEMO_score.json').read_text())
     assert score['counts']['scored'] == 41
+
+
+def _newest(folder, name):
+    return max((p for p in folder.rglob(name) if not p.is_symlink()), key=lambda p: p.stat().st_mtime)
 
 
 def test_answers_quoting_the_kit_failure_text_are_scored_not_excluded(tmp_path, loopback, kit_env):

@@ -19,6 +19,9 @@ before
 - replies in the checkpoints of our datasets that no UTF-8 file can hold (lone surrogates) are replaced by U+FFFD,
   with one line, so a run that failed on one finishes when run again (also said after a failed run);
 
+during: what the kit prints goes through `core.secrets.redact` (a model answer echoing the key, printed with
+`verbose`, shows `***`);
+
 after (rank 0)
 - read the kit's status.json of this run: a combination the kit recorded as failed, one whose predictions all
   failed, or one the kit recorded nothing for exits 1 with one line each (the kit logs them and exits 0);
@@ -585,8 +588,10 @@ def _run(argv: list[str]) -> int:
     started = datetime.datetime.now().astimezone()
     saved_argv = sys.argv
     sys.argv = [entry.target, *handed]
+    from vlmeval_ext.core.secrets import masked_console
     try:
-        entry.run()
+        with masked_console():       # configured keys never reach the console (the kit prints answers with verbose)
+            entry.run()
     finally:
         sys.argv = saved_argv
     if int(os.environ.get('RANK', 0)) != 0:

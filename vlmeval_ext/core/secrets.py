@@ -5,9 +5,12 @@ handler formats the record, so no file handler of the kit or ours can write a ke
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import re
+import sys
 
 MASK = '***'
 _KEY_ENV = re.compile(r'(KEY|TOKEN|SECRET|PASSWORD)', re.I)
@@ -52,3 +55,43 @@ def install_log_redaction() -> None:
         return record
 
     logging.setLogRecordFactory(factory)
+
+
+class MaskedStream(io.TextIOBase):
+    """A console stream that writes through `redact`: what the kit prints (`--verbose` prints each model answer,
+    which an endpoint echoing the request's key would carry) reaches the console without a key."""
+
+    def __init__(self, stream):
+        super().__init__()
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self._stream, 'encoding', 'utf-8')
+
+    def __getattr__(self, name):     # buffer, reconfigure, ...: the wrapped stream's own
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def masked_console():
+    """sys.stdout and sys.stderr write through `redact` inside the block (the launcher runs the kit in it)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MaskedStream(saved[0]), MaskedStream(saved[1])
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

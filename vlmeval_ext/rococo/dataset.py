@@ -76,7 +76,8 @@ class RoCOCOMCQ(ExtImageDataset):
         scores = {'dataset': self.dataset_name, 'attack': attack, **result,
                   'counts': {'items': result['n_items'], 'scored': result['n'], 'empty': result['empty'],
                              'inference_failures': result['inference_failed'],
-                             'unparsed': result['unparsed'], 'hedges': result['parsed_by'].get('hedge', 0)},
+                             'unparsed': result['parsed_by'].get('unparsed', 0) + result['parsed_by'].get('hedge', 0),
+                             'hedges': result['parsed_by'].get('hedge', 0)},
                   'judge': None,
                   'note': 'percent of scored items; empty, hedged and unparsed replies count as wrong, the kit\'s inference '
                           'failures are excluded; all are counted'}
