@@ -200,3 +200,19 @@ def test_answers_quoting_the_kit_failure_text_are_scored_not_excluded(tmp_path, 
     official = [G.official_correct(replies[q], a) for q, a in zip(data['question'], data['answer'])]
     assert score['official']['Overall'] == pytest.approx(100 * sum(official) / 41, abs=0.01)
     assert score['official']['Overall'] <= 100 * (41 - quoted) / 41 + 0.01          # the quoting ones count wrong
+
+
+def test_echoed_key_is_masked_in_the_predictions_file_and_ordinary_words_are_not(tmp_path, monkeypatch, capsys):
+    import pandas as pd
+
+    from vlmeval_ext.core.io import load_predictions, write_kit_tsv
+    monkeypatch.setenv('OPENAI_API_KEY', FAKE_KEY)
+    monkeypatch.setenv('KEYBOARD_LAYOUT', 'english')           # a "key" variable that is no key
+    path = tmp_path / 'M_GRAB_DEMO.tsv'
+    write_kit_tsv(pd.DataFrame({'index': [0, 1], 'prediction': [f'3 ({FAKE_KEY})', 'english 4']}), path)
+    preds = load_predictions(path)
+    assert list(preds['prediction']) == ['3 (***)', 'english 4']
+    assert FAKE_KEY not in path.read_text() and 'english 4' in path.read_text()
+    err = capsys.readouterr().err
+    assert 'M_GRAB_DEMO.tsv: 1 prediction(s) held a configured API key (row(s) [2])' in err and FAKE_KEY not in err
+    assert list(load_predictions(path)['prediction']) == ['3 (***)', 'english 4']      # rewritten: nothing left

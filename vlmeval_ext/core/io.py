@@ -173,14 +173,14 @@ def load_predictions(path, required=('index', 'prediction')) -> pd.DataFrame:
 
 
 def mask_keys_in_predictions(df: pd.DataFrame, path) -> int:
-    """Mask the configured API keys (vlmeval_ext.core.secrets.secret_values) in the prediction column, in `df` and
+    """Mask the configured API keys (vlmeval_ext.core.secrets.configured_keys) in the prediction column, in `df` and
     in the file itself; returns the number of cells masked.
 
     A gateway may echo the request's key in a 200 answer; the kit stores it as the model's reply. Masked here, it
     reaches no score, item table or console, and the predictions file no longer holds it (rewritten in place,
     atomically, with one line saying so)."""
-    from vlmeval_ext.core.secrets import MASK, secret_values
-    keys = secret_values()
+    from vlmeval_ext.core.secrets import MASK, configured_keys
+    keys = configured_keys()
     if not keys:
         return 0
     hit = [i for i, v in enumerate(df['prediction']) if isinstance(v, str) and any(k in v for k in keys)]

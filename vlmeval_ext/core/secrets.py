@@ -28,6 +28,13 @@ def secret_values() -> list[str]:
                   key=len, reverse=True)
 
 
+def configured_keys() -> list[str]:
+    """The secret_values that look like API keys (12+ characters, one token, a digit among them): what may be masked
+    in a model's reply without touching ordinary words (a KEYBOARD_LAYOUT=english must not mask 'english')."""
+    return [v for v in secret_values()
+            if len(v) >= 12 and re.fullmatch(r'[\w\-.:/+=]+', v) and any(c.isdigit() for c in v)]
+
+
 def redact(text: str, extra: tuple[str, ...] = ()) -> str:
     for value in (*secret_values(), *extra):
         if value:
