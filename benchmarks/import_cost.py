@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/import_cost.py [--runs 5]
 
 Each measurement is a fresh interpreter (warm OS file cache: one unmeasured run first), timing inside the
-process with perf_counter. Goal (issue 2): registration adds <= 10 % to the kit's own import.
+process with perf_counter. Goal: registration adds <= 10 % to the kit's own import.
 """
 import argparse
 import statistics

@@ -59,42 +59,46 @@ def _write_grab(lmu, rows, drop=()):
 
 def test_image_path_with_dotdot_writes_nothing_outside(kit, lmu, tmp_path):
     _write_grab(lmu, _grab_rows(1, image_path=['../../escaped.png']))
-    ds = kit['GRAB']('GRAB')
     with pytest.raises(DataError, match=r"GRAB\.tsv: index 0: image name '\.\./\.\./escaped\.png' is absolute or "
                                         'leaves the image folder'):
-        ds.build_prompt(ds.data.iloc[0])
+        kit['GRAB']('GRAB')                               # images are dumped when the dataset is built
     assert not list(tmp_path.rglob('escaped.png'))
 
 
 def test_absolute_image_path_writes_nothing_there(kit, lmu, tmp_path):
     target = tmp_path / 'outside' / 'abs.png'
     _write_grab(lmu, _grab_rows(1, image_path=[str(target)]))
-    ds = kit['GRAB']('GRAB')
     with pytest.raises(DataError, match='is absolute or leaves the image folder'):
-        ds.build_prompt(ds.data.iloc[0])
+        kit['GRAB']('GRAB')
     assert not target.exists() and not target.parent.exists()
 
 
-def test_broken_base64_names_row_and_column(kit, lmu):
-    _write_grab(lmu, _grab_rows(2, image=[_png_b64(), 'iVBORw0KGgo' + '!' * 80]))
-    with pytest.raises(DataError, match=r"GRAB\.tsv: row 3, column 'image': not a base64 image"):
-        kit['GRAB']('GRAB')
+def test_broken_base64_leaves_out_that_row_names_row_and_column(kit, lmu, capsys):
+    _write_grab(lmu, _grab_rows(3, image=[_png_b64(), 'iVBORw0KGgo' + '!' * 80, _png_b64((1, 2, 3))]))
+    ds = kit['GRAB']('GRAB')
+    assert ds.data['index'].tolist() == [0, 2]             # the rest runs
+    assert list(ds.bad_image_rows) == ['1']
+    assert "GRAB.tsv: row 3, column 'image': not a base64 image" in ds.bad_image_rows['1']
+    err = capsys.readouterr().err
+    assert "GRAB.tsv: row 3, column 'image': not a base64 image" in err and 'left out of the run' in err
+    ds.build_prompt(ds.data.iloc[1])
 
 
-def test_valid_base64_that_does_not_decode_names_index_and_column(kit, lmu):
+def test_valid_base64_that_does_not_decode_names_index_and_column(kit, lmu, capsys):
     _write_grab(lmu, _grab_rows(2, image=[_png_b64(), 'iVBORw0KGgo' + 'A' * 81]))
     ds = kit['GRAB']('GRAB')
     ds.build_prompt(ds.data.iloc[0])                      # the good row still works
-    with pytest.raises(DataError, match=r"GRAB\.tsv: index 1, column 'image': not a decodable base64 image"):
-        ds.build_prompt(ds.data.iloc[1])
+    assert len(ds) == 1 and "GRAB.tsv: index 1, column 'image': not a decodable base64 image" in \
+        ds.bad_image_rows['1']
+    assert "index 1, column 'image': not a decodable base64 image" in capsys.readouterr().err
 
 
 def test_base64_of_something_that_is_not_an_image(kit, lmu):
     not_image = base64.b64encode(b'%PDF-1.4 this is a pdf, not a picture ' * 4).decode()
     _write_grab(lmu, _grab_rows(1, image=[not_image]))
-    ds = kit['GRAB']('GRAB')
-    with pytest.raises(DataError, match=r"index 0, column 'image': not a decodable base64 image"):
-        ds.build_prompt(ds.data.iloc[0])
+    with pytest.raises(DataError, match=r"no row holds a decodable image .*index 0, column 'image': not a "
+                                        'decodable base64 image'):
+        kit['GRAB']('GRAB')
 
 
 def test_zero_byte_dataset_tsv(kit, lmu):
@@ -174,7 +178,8 @@ def test_remi_non_dict_json_outputs_are_counted(kit, lmu, tmp_path, monkeypatch)
     pd.DataFrame(rows).to_csv(path, sep='\t', index=False)
     remi = kit['ReMI'].for_evaluation('ReMI_DEMO')
     remi.write_plots = False
-    summary = remi.evaluate(str(path))
+    remi.evaluate(str(path))
+    summary = json.loads((tmp_path / 'Model_ReMI_DEMO_score.json').read_text())
     assert not list(tmp_path.glob('*.png'))
     counts = summary['counts']
     # The empty cell is an empty answer (wrong, counted), not an inference failure.

@@ -79,6 +79,7 @@ def test_arguments_are_read_as_the_kit_reads_them():
     (['--judge-key', FAKE_KEY], '--judge-key would be written'),
     (['--judge-k', FAKE_KEY], '--judge-key would be written'),
     ([f'--judge-ke={FAKE_KEY}'], '--judge-key would be written'),
+    (['--judge-ke', FAKE_KEY], '--judge-key would be written'),
     (['--key', FAKE_KEY], '--key would be written'),
     (['--judge-base-url', f'http://user:{FAKE_KEY}@127.0.0.1:9/v1'], '--judge-base-url holds credentials'),
     (['--base-url', f'http://{FAKE_KEY}@127.0.0.1:9/v1'], '--base-url holds credentials'),
@@ -233,5 +234,5 @@ def test_help_lists_every_subcommand():
     out = subprocess.run([sys.executable, '-m', 'vlmeval_ext', '--help'], capture_output=True, text=True,
                          cwd=REPO_ROOT, env={**os.environ}).stdout
     for cmd in ('run', 'eval', 'records', 'prepare', 'list', 'corrupt-image', 'corrupt', 'rococo', 'leaderboard',
-                'diff-manifests'):
+                'diff-manifests', 'export-upstream', 'summary'):
         assert f'  {cmd} ' in out

@@ -56,16 +56,19 @@ def test_every_class_registered_once_with_its_own_names(kit):
     import vlmeval.vlm as vlm
 
     import vlmeval_ext
-    from vlmeval_ext.registry import DATASET_CLASS_PATHS, dataset_classes
+    from vlmeval_ext.registry import DATASET_CLASS_PATHS, dataset_classes, evaluator_classes
     ours = dataset_classes()
     assert len(ours) == len(DATASET_CLASS_PATHS)
+    evaluators = evaluator_classes()
     vlmeval_ext.register()
     vlmeval_ext.register()      # idempotent
     assert dataset.DATASET_CLASSES[:len(ours)] == ours          # in front, in our order
-    for cls in ours:
+    for cls, evaluator in zip(ours, evaluators):
         assert dataset.DATASET_CLASSES.count(cls) == 1
         assert getattr(dataset, cls.__name__) is cls          # --config "class" lookup
-        assert 'DATASET_URL' in cls.__dict__, f'{cls.__name__} must define its own DATASET_URL'
+        # Names come from the class's own kit-free evaluator (never a kit parent): list/eval use it alone.
+        assert cls.__mro__[1] is evaluator, f'{cls.__name__} must derive first from {evaluator.__name__}'
+        assert 'DATASET_URL' in evaluator.__dict__, f'{evaluator.__name__} must define its own DATASET_URL'
         assert '__init__' not in cls.__dict__ or cls.__name__ == 'CorruptedDataset', \
             f'{cls.__name__} must go through the kit\'s ImageBaseDataset.__init__'
         for name in cls.supported_datasets():

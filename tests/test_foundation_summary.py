@@ -63,9 +63,9 @@ def test_each_benchmark_hands_over_its_own_row(tmp_path, capsys):
     assert main([str(model)]) == 0
     out = capsys.readouterr().out
     # R-Bench: its row from rbench.report.summary_row, with the judge
-    assert '## R-Bench\n| dataset | items | absolute Overall (0-1) |' in out
+    assert '## R-Bench\n| dataset | items (count) | absolute Overall (0-1) |' in out
     assert '| R-Bench-Full_DEMO | 6 | 0.5000 | 0.5000 | 0.5000 | 0.5000 | 0.5000 |' in out
-    assert '| judge chatgpt-0125 (official) |' in out
+    assert 'judge (every row): judge chatgpt-0125 (official)' in out     # said once, not a column
     assert 'R-Bench-Full_DEMO [judge] mode=official; failures.inference_failed_rows=2' in out
     # GRAB: percent per task (official) and Overall per scoring
     assert '| GRAB_DEMO | 100.00 | 0.00 | 100.00 | 100.00 | 75.00 | 100.00 | 4 |' in out
@@ -80,10 +80,12 @@ def test_each_benchmark_hands_over_its_own_row(tmp_path, capsys):
     assert '| RoCOCO-MCQ-same_concept | same_concept | 50.00 |' in block
     assert 'RoCOCO-MCQ-danger [totals] inference_failed=1; unparsed=0' in block
     assert '| RoCOCO-I2T-danger | i2t | 5 | 50 | 20.00 | 60.00 | 80.00 | 53.33 | 40.00 |' in out
-    assert '| AI2D_MINI-RC | AI2D_MINI | MCQ | 1.0000 | 0.5000 | 0.5000 | 2 | exact_matching |' in out
+    assert '| AI2D_MINI-RC | AI2D_MINI | MCQ | 1.0000 | 0.5000 | 0.5000 | 2 |' in out
+    assert 'judge (every row): exact_matching' in out
     assert 'AI2D_MINI-RC [totals] failed_rows=1; empty_rows=2' in out
     # a dataset no benchmark claims is printed as it is
     assert '## Model_X_Other_score.json' in out and '\nn: 3' in out
+    (tmp_path / 'empty').mkdir()
     assert main([str(tmp_path / 'empty')]) == 1
 
 
@@ -98,3 +100,43 @@ def test_one_table_says_which_datasets_are_whose(tmp_path):
     assert dataset_of(tmp_path / 'my_run_GRAB_DEMO_score.json') == 'GRAB_DEMO'
     write(tmp_path, 'preds_ReMI_DEMO_score.json', remi_score())
     assert format_score_file(tmp_path / 'preds_ReMI_DEMO_score.json').startswith('## ReMI: preds_ReMI_DEMO')
+
+
+def test_summary_command_writes_markdown_and_csv_with_units(tmp_path, capsys):
+    """`vlmeval-ext summary WORK_DIR`: every model of a work dir, each column naming its unit (% or 0-1 as each
+    paper reports, (count) for counts), the judge said once per table, and one long CSV with a unit column."""
+    from vlmeval_ext.cli import main as cli_main
+    work = tmp_path / 'outputs'
+    for model in ('Model_A', 'Model_B'):
+        write(work / model, f'{model}_R-Bench-Full_DEMO_score.json', rbench_score(tmp_path))
+        write(work / model, f'{model}_GRAB_DEMO_score.json', grab_score())
+    try:
+        cli_main(['summary', str(work)])
+    except SystemExit as done:
+        assert done.code == 0
+    out = capsys.readouterr().out
+    assert '| model / dataset | items (count) | absolute Overall (0-1) |' in out
+    assert '| Model_A / GRAB_DEMO | 100.00 |' in out and '| Model_B / R-Bench-Full_DEMO | 6 | 0.5000 |' in out
+    assert out.count('judge chatgpt-0125 (official)') == 1
+    for line in out.splitlines():
+        if line.startswith('| model / dataset'):
+            cells = [c.strip() for c in line.strip('|').split('|')][1:]
+            assert all(c.endswith(')') for c in cells), cells        # every column names its unit
+    md = (work / 'summary.md').read_text()
+    assert md.strip() in out
+    import csv
+    rows = list(csv.DictReader(open(work / 'summary.csv')))
+    assert set(rows[0]) == {'model', 'benchmark', 'dataset', 'metric', 'unit', 'value', 'judge'}
+    absolute = [r for r in rows if r['metric'] == 'absolute Overall' and r['model'] == 'Model_A']
+    assert absolute and absolute[0]['unit'] == '0-1' and float(absolute[0]['value']) == 0.5
+    grab = [r for r in rows if r['dataset'] == 'GRAB_DEMO' and r['metric'] == 'official Overall']
+    assert {r['unit'] for r in grab} == {'%'} and len(grab) == 2
+    assert {r['unit'] for r in rows if r['metric'] == 'items'} == {'count'}
+    assert {r['judge'] for r in absolute} == {'judge chatgpt-0125 (official)'}
+
+
+def test_summary_command_says_why_it_has_nothing(tmp_path, capsys):
+    from vlmeval_ext.core.summary import summary_main
+    assert summary_main([str(tmp_path)]) == 1
+    assert 'no *_score.json under' in capsys.readouterr().err
+    assert summary_main([str(tmp_path / 'missing')]) == 2

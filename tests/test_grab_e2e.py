@@ -120,7 +120,8 @@ def test_three_scorings_match_the_replies_given(demo_run):
     n = len(demo)
     kinds = item_kinds(demo)
     scores = json.loads(demo_run['score_file'].read_text())
-    assert set(scores) == {'official', 'normalized', 'llm_extracted', 'counts', 'judge', 'notes'}
+    assert set(scores) == {'official', 'normalized', 'llm_extracted', 'counts', 'judge', 'notes', 'coverage'}
+    assert (scores['coverage']['dataset_items'], scores['coverage']['missing_items']) == (n, 0)
     assert scores['counts'] == {'items': n, 'scored': n, 'empty': 0, 'inference_failures': 0, 'judge_failures': 0}
     assert scores['judge'] == {'name': 'loopback-judge', 'mode': 'official', 'endpoint_host': '127.0.0.1',
                                'scoring': 'llm_extracted'}

@@ -170,6 +170,25 @@ def test_same_judge_name_at_another_endpoint_reuses_nothing(kit_classes, judge, 
         other.stop()
 
 
+def test_judge_base_url_of_another_server_on_the_same_host_reuses_nothing(kit_classes, judge, tmp_path):
+    """`--judge-base-url` (the kit's judge argument `api_base`) naming another server, same --judge name, same
+    host: every verdict is asked there; the first server's verdicts are not reused."""
+    path = grab_predictions(tmp_path)
+    first = evaluate(kit_classes, 'GRAB_DEMO', path, api_base=judge.chat_url)
+    asked = judge.count(GRAB_MARK)
+    assert asked == first['llm_extracted']['counts']['calls_made'] > 0
+    other = _start_judge()                     # 127.0.0.1 again, another port
+    try:
+        judge.reset_log()
+        second = evaluate(kit_classes, 'GRAB_DEMO', path, api_base=other.chat_url)
+        assert other.count(GRAB_MARK) == asked and judge.count(GRAB_MARK) == 0
+        assert second['llm_extracted']['counts']['calls_cached'] == 0
+        again = evaluate(kit_classes, 'GRAB_DEMO', path, api_base=judge.chat_url)   # back to the first: all cached
+        assert judge.count(GRAB_MARK) == 0 and again['llm_extracted']['counts']['calls_cached'] == asked
+    finally:
+        other.stop()
+
+
 def test_efficient_mode_reuses_official_verdicts(kit_classes, judge, tmp_path, fixtures_dir):
     path = rbench_predictions(tmp_path, fixtures_dir)
     official = evaluate(kit_classes, 'R-Bench-Full_DEMO', path, judge_mode='official')

@@ -145,7 +145,7 @@ def test_a_hosted_tsv_is_downloaded_and_md5_checked(grab, lmu, tsv_server):
         HostedGRAB('GRAB_BAD')
     with pytest.raises(DataError, match=r'GRAB_GONE: could not download http://127\.0\.0\.1:\d+/GRAB\.tsv'):
         HostedGRAB('GRAB_GONE')
-    assert sorted(p.name for p in lmu.iterdir()) == ['GRAB_HOSTED.tsv']     # nothing half-downloaded left
+    assert sorted(p.name for p in lmu.iterdir()) == ['GRAB_HOSTED.tsv', 'images']   # nothing half-downloaded
 
 
 def _closed_port() -> int:

@@ -33,7 +33,7 @@ def test_changed_judge_is_named_and_blocks_comparison(tmp_path, capsys):
     assert "('gpt-3.5-turbo-0125' -> 'qwen2.5-72b-instruct')" in next(r for r in reasons if r.startswith('judge.model'))
     assert 'counts: failure counts differ (failed items are excluded from means) (judge_failed)' in reasons
     # unchanged things are not reported: same data, predictions, prompts, mode, retries, seeds
-    for same in ('dataset.tsv_md5', 'dataset.n_items', 'predictions.md5', 'prompt_sha1', 'judge.mode',
+    for same in ('dataset.tsv_md5', 'dataset.n_items', 'predictions.content_sha1', 'prompt_sha1', 'judge.mode',
                  'judge.retries', 'seeds', 'model.name'):
         assert same not in heads, same
     # the CLI accepts the runs' predictions files (manifests found beside them) and says the judge blocks
@@ -87,3 +87,29 @@ def test_kit_model_arguments_recorded_without_keys(tmp_path, monkeypatch):
     other.parent.mkdir()
     other.write_text('index\tprediction\n0\t1\n')
     assert build_manifest('GRAB', str(other), {}, {}, 1, None)['model']['class_args'] is None
+
+
+def test_predictions_are_compared_by_contents_not_file_bytes(tmp_path, capsys):
+    """Two xlsx files that load to the same table (written at other times: other bytes) are the same predictions;
+    a changed cell is not."""
+    import time
+
+    import pandas as pd
+    table = pd.DataFrame({'index': [0, 1], 'question': ['q0', 'q1'], 'prediction': ['A', '07']})
+    paths = []
+    for name in ('a', 'b'):
+        folder = tmp_path / name / 'GPT4o'
+        folder.mkdir(parents=True)
+        path = folder / 'GPT4o_GRAB.xlsx'
+        table.to_excel(path, index=False)
+        paths.append(path)
+        time.sleep(1.1)                       # xlsx stores its creation time: other bytes
+    assert paths[0].read_bytes() != paths[1].read_bytes()
+    manifests = [build_manifest('GRAB', str(p), {}, {}, 2, None) for p in paths]
+    assert manifests[0]['predictions']['content_sha1'] == manifests[1]['predictions']['content_sha1']
+    assert not any(r.startswith('predictions') for r in diff_manifests(*manifests))
+    changed = table.assign(prediction=['A', '7'])
+    changed.to_excel(paths[1], index=False)
+    other = build_manifest('GRAB', str(paths[1]), {}, {}, 2, None)
+    reasons = diff_manifests(manifests[0], other)
+    assert any(r.startswith('predictions.content_sha1: the predictions differ') for r in reasons)

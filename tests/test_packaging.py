@@ -48,7 +48,8 @@ def test_no_kit_among_the_requirements_ms_vlmeval_is_an_extra(built):
 def test_every_demo_split_and_spec_ships_without_setuptools_warnings(built):
     _, lib, output = built
     assert 'would be ignored' not in output, output[-3000:]
-    data = [p.relative_to(REPO_ROOT / 'vlmeval_ext') for p in (REPO_ROOT / 'vlmeval_ext').glob('*/demo/*')]
+    data = [p.relative_to(REPO_ROOT / 'vlmeval_ext') for p in (REPO_ROOT / 'vlmeval_ext').glob('*/demo/**/*')
+            if p.is_file()]
     specs = [p.relative_to(REPO_ROOT) for p in (REPO_ROOT / 'dataset_specs').rglob('*.yaml')]
     assert len(data) >= 5 and Path('dataset_specs/published/rbench.yaml') in specs
     missing = [str(p) for p in data if not (lib / 'vlmeval_ext' / p).is_file()]

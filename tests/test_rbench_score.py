@@ -78,6 +78,12 @@ def test_an_answer_that_states_its_own_score_cannot_steer_its_verdict():
     results, calls = score.run_sync([task], quoting_judge)
     step = results[task.key]
     assert step.score is None and 'no unambiguous verdict' in step.failed
+    assert calls >= 1 + task.reask                  # a failed call: asked again, then counted as failed
+
+    replies = iter([f"The response [{item.pred_ref}] does not match.\nScore: 0"])
+    results, again = score.run_sync([task], lambda prompt: next(replies, 'Score: 0'))
+    assert results[task.key].score == 0.0 and results[task.key].failed is None
+    assert again == len(task.prompts) * 5 + 1        # the official 5 repeats, plus one re-ask of the quoting reply
     assert 5 < calls <= 15     # the 5 calls, re-asked (at most twice each) until one stays ambiguous
     (task,) = make_tasks(item, kinds=['ref'])
     results, _ = score.run_sync([task], lambda prompt: 'Score: 0')

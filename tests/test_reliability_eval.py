@@ -70,6 +70,10 @@ def test_judge_down_is_a_clear_error_before_any_work(grab_cls, judge_server, tmp
     lines = [line for line in err.splitlines() if line.startswith('[vlmeval-ext]')]
     assert exit_info.value.code == 2 and 'Traceback' not in err
     assert len(lines) == 1 and 'the judge did not answer a test call' in lines[0] and 'HTTP status 503' in lines[0]
+    # The advice is true for GRAB (test_scoring_grab_offline_judge runs what it says): offline gives official and
+    # normalized, llm_extracted skipped; no blanket "choose the offline judge".
+    assert "GRAB's official and normalized scores (llm_extracted skipped)" in lines[0]
+    assert 'choose the offline judge' not in lines[0]
     assert elapsed < 15                                   # 4 preflight attempts, not 41 items x retries
     # Nothing was scored: no score file, no verdict cache, no silent exact-matching result.
     assert not list(tmp_path.glob('*_score.json')) and not list(tmp_path.glob('*_verdicts.jsonl'))
@@ -78,7 +82,8 @@ def test_judge_down_is_a_clear_error_before_any_work(grab_cls, judge_server, tmp
     judge_server.down = False
     grab_cls.for_evaluation('GRAB_DEMO').evaluate(str(path), model='exact_matching')
     scores = json.loads((tmp_path / 'LoopbackGPT_GRAB_DEMO_score.json').read_text())
-    assert set(scores) == {'official', 'normalized', 'counts', 'judge', 'notes'} and scores['judge'] is None
+    assert set(scores) == {'official', 'normalized', 'counts', 'judge', 'notes', 'coverage'}
+    assert scores['judge'] is None
 
 
 def _evaluate_in_child(pred_path: str, queue) -> None:

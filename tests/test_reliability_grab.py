@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 
 from vlmeval_ext.grab.make_demo import DEMO_TSV
-from vlmeval_ext.testing.kit_run import REPO_ROOT, kit_environment, loopback_model_config, write_config
+from vlmeval_ext.testing.kit_run import REPO_ROOT, kit_environment, kit_output, loopback_model_config, write_config
 from vlmeval_ext.testing.loopback_server import FAULT_KINDS, LoopbackServer
 
 JUDGE_MARK = 'A generative model has been asked this question'
@@ -131,8 +131,8 @@ def run(cmd, env, timeout=400) -> subprocess.CompletedProcess:
 
 def results(tmp_path: Path):
     out = tmp_path / 'out' / 'LoopbackGPT'
-    scores = json.loads((out / 'LoopbackGPT_GRAB_DEMO_score.json').read_text())
-    items = pd.read_csv(out / 'LoopbackGPT_GRAB_DEMO_items.tsv', sep='\t', dtype={'answer': str, 'index': str, 'prediction': str,
+    scores = json.loads(kit_output(out, 'LoopbackGPT_GRAB_DEMO_score.json').read_text())
+    items = pd.read_csv(kit_output(out, 'LoopbackGPT_GRAB_DEMO_items.tsv'), sep='\t', dtype={'answer': str, 'index': str, 'prediction': str,
                                                                                      'extracted': str})
     return scores, items
 
@@ -206,7 +206,7 @@ def test_random_faults_are_counted_listed_and_retried_never_scored(tmp_path):
         assert llm['not_scored'] == len(judge_failed) + len(infer_failed)
         # The summary printed at the end of a run shows the failure counts.
         from vlmeval_ext.core.summary import format_score_file
-        summary = format_score_file(tmp_path / 'out' / 'LoopbackGPT' / 'LoopbackGPT_GRAB_DEMO_score.json')
+        summary = format_score_file(kit_output(tmp_path / 'out' / 'LoopbackGPT', 'LoopbackGPT_GRAB_DEMO_score.json'))
         assert f'judge_failures={len(judge_failed)}' in summary
         assert f'inference_failures={len(infer_failed)}' in summary
 
@@ -283,7 +283,7 @@ def test_sigkill_during_inference_and_judging_loses_nothing_and_asks_nothing_twi
         second_model = [str(data['index'][item]) for item, _, _ in model_requests(server, play)]
         assert not set(second_model) & kept, 'a saved prediction was requested again'
         assert sorted(second_model) == sorted(set(data['index'].astype(str)) - kept)
-        verdict_file = out / 'LoopbackGPT_GRAB_DEMO_loopback-judge_verdicts.jsonl'
+        verdict_file = kit_output(out, 'LoopbackGPT_GRAB_DEMO_loopback-judge_verdicts.jsonl')
         lines = verdict_file.read_text().splitlines()
         saved_verdicts = {json.loads(line)['task'] for line in lines if line.strip()}
         assert len(saved_verdicts) >= 13 and len(saved_verdicts) == len(lines)

@@ -210,5 +210,5 @@ def test_report_files(tmp_path):
     assert '| Collisions | 4 | 75.0 | 50.0 | 50.0 | 75.0 |' in table and '| Overall |' in table
     assert 'empty answers (scored wrong): 1' in table and 'excluded): 1' in table
     assert paths['csv'].read_text().splitlines()[0] == \
-        'Task,Items,Accuracy (official),Naive baseline,ERP,Accuracy (lenient)'
+        'task,items scored,official accuracy (%),naive baseline (%),ERP (%),lenient accuracy (%)'
     assert paths['plot'].stat().st_size > 5000

@@ -24,7 +24,7 @@ def _write(path, obj):
 
 def test_a_limit_run_of_grab_through_evaluate_is_not_compared(tmp_path, monkeypatch, fixtures_dir):
     """20 predictions (as `--limit 20` leaves): the side-by-side names 20 of 2,170 and flags nothing."""
-    import vlmeval.dataset  # noqa: F401  (registers our classes)
+    import vlmeval.dataset  # noqa: F401  (the kit, loaded as run.py loads it)
 
     from vlmeval_ext.grab.dataset import GRAB
     monkeypatch.setenv('LMUData', str(tmp_path / 'LMUData'))

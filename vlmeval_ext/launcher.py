@@ -11,6 +11,8 @@ before
 - an unknown --data name stops with the kit's message and our names (the kit would guess a "custom" dataset);
 - an API model (`--base-url`, a kit API model name, a --config API class) and an API `--judge` for our datasets
   each get one test call; a dead endpoint stops the run before inference;
+- one run per work dir: an exclusive lock on `<work dir>/.vlmeval-ext-run.lock` is held from here to the end; a
+  second run on the same work dir stops at once with one line (it would make every call again);
 - prediction checkpoints of the requested model x dataset combinations that the kit could not load (a run killed
   while the kit rewrote one in place) are moved aside, each with one line saying what was lost, so the run can
   finish;
@@ -32,6 +34,7 @@ Errors of set-up (ExtError) print one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.util
 import json
@@ -432,6 +435,45 @@ def repair_unstorable_replies(plan: RunPlan, world_size: int, datasets=None) -> 
     return said
 
 
+# ---- one run per work dir --------------------------------------------------------------------------------------
+LOCK_NAME = '.vlmeval-ext-run.lock'
+
+
+class WorkDirBusy(ExtError):
+    """Another run holds the work dir: two runs would ask the same predictions and verdicts twice."""
+
+
+@contextlib.contextmanager
+def work_dir_lock(work_dir: str, first_rank: bool = True):
+    """Hold an exclusive lock on `<work dir>/.vlmeval-ext-run.lock` for the whole run (the kit's checkpoints and
+    predictions live there). A second run on the same work dir stops at once with one line (WorkDirBusy) instead
+    of making every call again. Ranks after the first of a torchrun share their run's lock."""
+    if not first_rank:
+        yield None
+        return
+    import fcntl
+    os.makedirs(work_dir, exist_ok=True)
+    path = Path(work_dir) / LOCK_NAME
+    with open(path, 'a+') as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or 'another process'
+            raise WorkDirBusy(f'work dir {work_dir} is in use by another run ({holder}); running both would make '
+                              'every model and judge call twice. Wait for it to finish and run this command again '
+                              '(--reuse continues from what it saved), or use another --work-dir') from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f'pid {os.getpid()}, started {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M:%S %Z}\n')
+        lock.flush()
+        try:
+            yield path
+        finally:
+            lock.seek(0)
+            lock.truncate()
+
+
 # ---- after the kit -----------------------------------------------------------------------------------------------
 # Reasons the kit records for a combination it did not evaluate that mean nothing was evaluated by mistake.
 FAILED_SKIPS = ('invalid_dataset', 'No infer result found', 'Incomplete infer result')
@@ -548,6 +590,17 @@ def after_the_kit(args, plan: RunPlan, handed_args: list[str], started) -> int:
 
 
 # ---- the whole run -----------------------------------------------------------------------------------------------
+def _help_without_kit(entry: KitEntry) -> str | None:
+    """The kit's --help read from its run.py (no kit import), with our datasets and models; None if unreadable."""
+    from vlmeval_ext.kit_help import help_text
+    from vlmeval_ext.registry import MODEL_FACTORIES, dataset_names
+    try:
+        source = Path(entry.source).read_text(encoding='utf-8')
+    except OSError:
+        return None
+    return help_text(source, dataset_names(), list(MODEL_FACTORIES))
+
+
 def run(argv: list[str]) -> int:
     try:
         return _run(list(argv))
@@ -557,6 +610,11 @@ def run(argv: list[str]) -> int:
 
 def _run(argv: list[str]) -> int:
     entry = find_kit_entry()
+    if '-h' in argv or '--help' in argv:
+        text = _help_without_kit(entry)
+        if text is not None:
+            print(text, end='')
+            return 0
     option_names = kit_option_names(entry)
     args = parse_kit_args(argv, option_names)
     refuse_secrets(args)
@@ -583,20 +641,21 @@ def _run(argv: list[str]) -> int:
     if line:
         say(line, 'INFO' if fmt else 'WARNING')
     world_size = int(os.environ.get('WORLD_SIZE', 1))
-    set_aside_unloadable(plan, world_size)
-    repair_unstorable_replies(plan, world_size)
-    started = datetime.datetime.now().astimezone()
-    saved_argv = sys.argv
-    sys.argv = [entry.target, *handed]
-    from vlmeval_ext.core.secrets import masked_console
-    try:
-        with masked_console():       # configured keys never reach the console (the kit prints answers with verbose)
-            entry.run()
-    finally:
-        sys.argv = saved_argv
-    if int(os.environ.get('RANK', 0)) != 0:
-        return 0
-    return after_the_kit(args, plan, handed, started)
+    with work_dir_lock(plan.work_dir, first_rank=int(os.environ.get('RANK', 0)) == 0):
+        set_aside_unloadable(plan, world_size)
+        repair_unstorable_replies(plan, world_size)
+        started = datetime.datetime.now().astimezone()
+        saved_argv = sys.argv
+        sys.argv = [entry.target, *handed]
+        from vlmeval_ext.core.secrets import masked_console
+        try:
+            with masked_console():   # configured keys never reach the console (the kit prints answers with verbose)
+                entry.run()
+        finally:
+            sys.argv = saved_argv
+        if int(os.environ.get('RANK', 0)) != 0:
+            return 0
+        return after_the_kit(args, plan, handed, started)
 
 
 def main() -> None:

@@ -33,6 +33,17 @@ DATASET_CLASS_PATHS = (
     'vlmeval_ext.corrupt.dataset:CorruptedDataset',
 )
 
+# The kit-free half of each class above, same order (core.evaluation): names, files and, where it needs no kit,
+# evaluate. `vlmeval-ext list` and `eval` use these, so they do not import the kit or torch.
+EVALUATOR_PATHS = (
+    'vlmeval_ext.rbench.evaluator:RBenchEvaluator',
+    'vlmeval_ext.grab.evaluator:GRABEvaluator',
+    'vlmeval_ext.remi.evaluator:ReMIEvaluator',
+    'vlmeval_ext.rococo.evaluator:RoCOCOMCQEvaluator',
+    'vlmeval_ext.rococo.evaluator:RoCOCORetrievalEvaluator',
+    'vlmeval_ext.corrupt.evaluator:CorruptedEvaluator',
+)
+
 # Models of this package: name -> ('module:Class', default kwargs).
 MODEL_FACTORIES = {
     # Needs no weights: an honest, named reference model (each benchmark's naive baseline).
@@ -46,6 +57,10 @@ MODEL_FACTORIES = {
                             {'backend': 'open_clip', 'model_path': 'ViT-B-32/openai'}),
     'RoCOCO-BLIP-ITC': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
                         {'backend': 'hf-blip', 'model_path': 'Salesforce/blip-itm-base-coco'}),
+    # A smoke test of the retrieval pipeline, not a model: weight-free, deterministic, chance-level recalls (the
+    # demo's retrieval runs use it; its numbers are never compared with the paper).
+    'RoCOCO-Smoke-Hash': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
+                          {'backend': 'smoke-hash', 'model_path': '64', 'device': 'cpu'}),
 }
 
 KIT_MISSING = ('VLMEvalKit is not installed in this environment (`import vlmeval` failed: {err}). Install it '
@@ -76,8 +91,42 @@ def dataset_classes() -> list[type]:
 
 
 def our_dataset_names() -> list[str]:
-    """Every dataset name our classes support now (imports the kit)."""
-    return [name for cls in dataset_classes() for name in cls.supported_datasets()]
+    """Every dataset name our classes support now (the same as dataset_names(); kept for callers)."""
+    return dataset_names()
+
+
+def evaluator_classes() -> list[type]:
+    """The kit-free halves of our dataset classes, in EVALUATOR_PATHS order (never imports the kit)."""
+    return [load_object(path) for path in EVALUATOR_PATHS]
+
+
+def dataset_names() -> list[str]:
+    """Every dataset name our classes support now (never imports the kit)."""
+    return [name for cls in evaluator_classes() for name in cls.supported_datasets()]
+
+
+def evaluator_for_dataset(name: str) -> type | None:
+    """The kit-free class that knows dataset `name` (any `<Dataset>-RC`, built or not), or None."""
+    classes = evaluator_classes()
+    for cls in classes:
+        if name in cls.supported_datasets():
+            return cls
+    return classes[-1] if name.endswith('-RC') else None
+
+
+def class_for_evaluation(name: str) -> type | None:
+    """The class whose `for_evaluation(name).evaluate(...)` scores a predictions file of `name`: the kit-free
+    evaluator when it implements evaluate, else the kit dataset class (imports the kit)."""
+    evaluator = evaluator_for_dataset(name)
+    if evaluator is None:
+        return None
+    if hasattr(evaluator, 'evaluate'):
+        return evaluator
+    return load_object(DATASET_CLASS_PATHS[EVALUATOR_PATHS.index(_path_of(evaluator))])
+
+
+def _path_of(cls: type) -> str:
+    return f'{cls.__module__}:{cls.__qualname__}'
 
 
 def class_for_dataset(name: str) -> type | None:
@@ -119,6 +168,8 @@ def register(redact_logs: bool = True) -> None:
     redaction of `vlmeval_ext.core.secrets`, so no log line of the kit or ours can carry an API key (the kit
     logs its judge's key when it builds one). Raises KitNotInstalled when `vlmeval` cannot be imported.
     """
+    from vlmeval_ext.core.logs import quiet_kit_notices
+    quiet_kit_notices()                       # before the kit's import logs its .env notice
     kit_dataset = import_kit('vlmeval.dataset')
     kit_config = import_kit('vlmeval.config')
     kit_vlm = import_kit('vlmeval.vlm')

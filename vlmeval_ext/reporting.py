@@ -65,12 +65,8 @@ def _judge_block(score: dict, record: dict, judge_kwargs: dict) -> dict:
 
 
 def _dataset_class(dataset_name: str):
-    from vlmeval_ext.registry import class_for_dataset
-    cls = class_for_dataset(dataset_name)
-    if cls is None and dataset_name.endswith('-RC'):
-        from vlmeval_ext.corrupt.dataset import CorruptedDataset     # any -RC, built or not
-        cls = CorruptedDataset
-    return cls
+    from vlmeval_ext.registry import evaluator_for_dataset
+    return evaluator_for_dataset(dataset_name)          # kit-free; any -RC, built or not
 
 
 def _link_beside_kit_files(path: str, eval_file: str | Path) -> None:

@@ -9,32 +9,41 @@ reads every cell as text and validates what the kit's `__init__` will touch, so 
 code:
 
 - `index`: present, unique, and each value a plain integer or a name (letters, digits, '_' and '-', starting
-  with a letter): the kit eval()s each index to test whether all are integers;
+  with a letter): the kit runs each index through Python's `eval` to test whether all are integers;
 - `image`: no empty cell; each cell one base64 image, a list of them (JSON or Python literal, rewritten as a
   plain list literal, which is what the kit evaluates), or the index of another row holding an image;
 - `image_path`: no empty cell; list cells parsed into Python lists (the kit would eval them).
 
-`dump_image` is ours too: image names from data can never leave the image folder.
+After the kit's `__init__`, `post_build` dumps every row's image(s) (build_prompt reuses the files): a row whose
+image cell is not a decodable image is left out of the run with one line naming file, row or index and column, and
+the rest runs (`leave_out_bad_images`); evaluate counts it as a missing item (core.coverage).
+
+`dump_image` is ours too: image names from data can never leave the image folder, and the image folder holds
+only images dumped from the TSV now in place: it carries that TSV's md5 (`.source_md5`), and when the TSV changes
+(a new `prepare`, a corrected release) the folder's images are removed first, with one line saying so, and written
+again from the new TSV (`images_from_tsv`).
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import os.path as osp
 import re
 import shutil
-from importlib import resources
+import sys
 from pathlib import Path
 
 import pandas as pd
 from vlmeval.dataset.image_base import ImageBaseDataset
 
+from vlmeval_ext.core.evaluation import ExtEvaluation
 from vlmeval_ext.core.io import (DataError, file_md5, lmu_data_root, parse_list_cell, read_table, require_columns,
                                  stem_path, tsv_path, write_kit_tsv)
 
-__all__ = ['ExtImageDataset', 'write_dataset_tsv', 'safe_join', 'lmu_data_root', 'tsv_path',
-           'stem_path', 'kit_ready_table', 'SAFE_INDEX']
+__all__ = ['ExtImageDataset', 'BadImageCell', 'image_problem', 'write_dataset_tsv', 'safe_join', 'lmu_data_root',
+           'tsv_path', 'stem_path', 'kit_ready_table', 'images_from_tsv', 'SAFE_INDEX']
 
-# What the kit's eval() of an index may see: an integer, or a name that is no Python constant.
+# What the kit's `eval` of an index may see: an integer, or a name that is no Python constant.
 SAFE_INDEX = re.compile(r'-?[0-9]+|[A-Za-z][A-Za-z0-9_\-]*')
 _PY_CONSTANTS = {'True', 'False', 'None'}
 _BASE64 = re.compile(r'[A-Za-z0-9+/=\r\n]+')
@@ -57,6 +66,58 @@ def safe_join(root: str, name: str, where: str) -> str:
     return path
 
 
+IMAGE_STAMP = '.source_md5'     # in an image folder: the md5 of the TSV its images were dumped from
+_IMAGE_LOCK = '.lock'
+
+
+def images_from_tsv(folder: str, md5: str, tsv: str) -> int:
+    """Make `folder` an image folder of the TSV whose md5 is `md5`: when it holds files dumped from another TSV
+    (another md5, or no stamp), remove them first and say so on stderr. Returns the number of entries removed.
+    Safe with several processes (ranks) at once: the check and the clean-up hold an exclusive lock."""
+    os.makedirs(folder, exist_ok=True)
+    with open(osp.join(folder, _IMAGE_LOCK), 'a') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stamp = osp.join(folder, IMAGE_STAMP)
+        old = Path(stamp).read_text().strip() if osp.exists(stamp) else None
+        if old == md5:
+            return 0
+        stale = [n for n in os.listdir(folder) if n not in (IMAGE_STAMP, _IMAGE_LOCK)]
+        for name in stale:
+            path = osp.join(folder, name)
+            if osp.isdir(path) and not osp.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        tmp = f'{stamp}.tmp{os.getpid()}'
+        Path(tmp).write_text(md5 + '\n')
+        os.replace(tmp, stamp)
+    if stale:
+        was = f'md5 {old}' if old else 'an unrecorded version'
+        print(f'[vlmeval-ext] INFO: {folder}: {len(stale)} image file(s) were dumped from another {tsv} ({was}); '
+              f'removed, written again from the current one (md5 {md5})', file=sys.stderr, flush=True)
+    return len(stale)
+
+
+def image_problem(image, decode: bool = True) -> str | None:
+    """Why a base64 image (or a list of them) cannot be decoded, or None when every one decodes. decode=False reads
+    the base64 and the image header only (fast; a truncated image body is not noticed)."""
+    import base64
+    import binascii
+    import io
+
+    from PIL import Image
+    for k, cell in enumerate(image if isinstance(image, list) else [image]):
+        try:
+            raw = base64.b64decode(str(cell), validate=True)
+            with Image.open(io.BytesIO(raw)) as im:
+                if decode:
+                    im.load()
+        except (binascii.Error, ValueError, OSError, Image.DecompressionBombError) as err:
+            item = f' (list item {k})' if isinstance(image, list) else ''
+            return f'not a decodable base64 image{item} ({type(err).__name__}: {str(err)[:80]})'
+    return None
+
+
 def _text(value) -> str:
     """A cell as text ('' for an empty cell, whichever way the reader returned it)."""
     if value is None or (isinstance(value, float) and value != value):
@@ -76,6 +137,10 @@ def _check_index(values: list[str], path) -> None:
         seen[value] = row
 
 
+class BadImageCell(DataError):
+    """One row's image cell holds no usable image: that row is left out of a run and counted (not the file)."""
+
+
 def _image_cell(value: str, row: int, path, has_image: set[str]) -> str:
     """The kit-ready text of one image cell (see the module docstring)."""
     where = f'{path}: row {row + 2}, column \'image\''
@@ -88,14 +153,14 @@ def _image_cell(value: str, row: int, path, has_image: set[str]) -> str:
             raise DataError(f'{where}: an empty list of images')
         for k, image in enumerate(images):
             if len(image) <= KIT_REFERENCE_MAX or not _BASE64.fullmatch(image):
-                raise DataError(f'{where}: list item {k} is not a base64 image')
+                raise BadImageCell(f'{where}: list item {k} is not a base64 image')
         return str(images)          # a plain literal of base64 strings: what the kit's toliststr evaluates
     if len(text) <= KIT_REFERENCE_MAX:
         if text not in has_image:
             raise DataError(f'{where}: {text!r} is neither an image nor the index of a row holding one')
         return text
     if not _BASE64.fullmatch(text):
-        raise DataError(f'{where}: not a base64 image (characters outside A-Z a-z 0-9 + / =)')
+        raise BadImageCell(f'{where}: not a base64 image (characters outside A-Z a-z 0-9 + / =)')
     return text
 
 
@@ -112,11 +177,14 @@ def _image_path_cell(value: str, row: int, path):
     return text
 
 
-def kit_ready_table(data: pd.DataFrame, path, required=('index',), image_rows=None) -> pd.DataFrame:
+def kit_ready_table(data: pd.DataFrame, path, required=('index',), image_rows=None,
+                    bad_rows: dict | None = None) -> pd.DataFrame:
     """Validate a dataset table and put the columns the kit's `ImageBaseDataset.__init__` reads into a form it
     takes without running anything: `index` as text, `image` / `image_path` cells as described in the module
     docstring. `image_rows` (a boolean mask) names the rows that must have an image (default: every row); the
-    others must leave it empty. Errors name the file, row and column."""
+    others must leave it empty. Errors name the file, row and column. With `bad_rows` (a dict), a row whose image
+    cell is not base64 is not an error: it is dropped, with the rows that share its image, and recorded there
+    ({index: reason})."""
     require_columns(data, tuple(required), path)
     data = data.reset_index(drop=True)
     data['index'] = [_text(x).strip() for x in data['index']]
@@ -125,64 +193,39 @@ def kit_ready_table(data: pd.DataFrame, path, required=('index',), image_rows=No
         cells = [_text(x) for x in data['image']]
         mask = [True] * len(cells) if image_rows is None else [bool(x) for x in image_rows]
         has_image = {i for i, c, m in zip(data['index'], cells, mask) if m and len(c.strip()) > KIT_REFERENCE_MAX}
-        out = []
+        out, bad = [], {}
         for row, (cell, needed) in enumerate(zip(cells, mask)):
             if needed:
-                out.append(_image_cell(cell, row, path, has_image))
+                try:
+                    out.append(_image_cell(cell, row, path, has_image))
+                except BadImageCell as err:
+                    if bad_rows is None:
+                        raise
+                    bad[data['index'][row]] = str(err)
+                    out.append(None)
             elif cell.strip():
                 raise DataError(f'{path}: row {row + 2}, column \'image\': this row takes no image')
             else:
                 out.append(None)
+        for row, (index, cell) in enumerate(zip(data['index'], out)):
+            if isinstance(cell, str) and len(cell) <= KIT_REFERENCE_MAX and cell in bad:
+                bad[index] = f'{path}: row {row + 2}, column \'image\': its image is that of index {cell}: {bad[cell]}'
         data['image'] = out
+        if bad:
+            bad_rows.update(bad)
+            data = data[~data['index'].isin(bad)].reset_index(drop=True)
     if 'image_path' in data:
         data['image_path'] = [_image_path_cell(_text(x), row, path) for row, x in enumerate(data['image_path'])]
     return data
 
 
-class ExtImageDataset(ImageBaseDataset):
-    """Base of our image datasets. A subclass sets TYPE, SPEC, its OWN `DATASET_URL = {name: hosted TSV URL or
-    ''}` (every name it supports, demo splits included), `DATASET_MD5`, `DEMO_DATASETS = {name: path inside the
-    vlmeval_ext package}`, `REQUIRED_COLUMNS`, and implements `build_prompt` / `evaluate`. It keeps the kit's
-    `__init__(dataset, skip_noimg)`: the kit's run.py passes every CLI argument whose name is a parameter."""
+class ExtImageDataset(ExtEvaluation, ImageBaseDataset):
+    """Base of our image datasets: a benchmark's evaluator (names, files, `evaluate`; see core.evaluation) made a
+    kit `ImageBaseDataset`. A subclass implements `build_prompt` (and `load_data` when it needs more). It keeps the
+    kit's `__init__(dataset, skip_noimg)`: the kit's run.py passes every CLI argument whose name is a parameter."""
 
-    MODALITY = 'IMAGE'
-    TYPE = 'VQA'
-    SPEC: str | None = None
-    DATASET_URL: dict = {}
-    DATASET_MD5: dict = {}
-    DEMO_DATASETS: dict = {}
-    REQUIRED_COLUMNS: tuple = ('index', 'question')
     # Stop models (InternVL, Qwen-VL, ...) from replacing our official prompts with their own.
     force_use_dataset_prompt = True
-    # evaluate() writes PNG plots beside the scores; set False on an instance to skip them.
-    write_plots = True
-
-    # ---- names and files --------------------------------------------------------------------------------------
-    @classmethod
-    def for_evaluation(cls, dataset: str):
-        """An instance that can evaluate a predictions file without the dataset TSV being present (no data is
-        loaded: `evaluate` reads only the predictions file)."""
-        if dataset not in cls.supported_datasets():
-            raise DataError(f'{cls.__name__} does not know dataset {dataset!r}')
-        obj = cls.__new__(cls)
-        obj.dataset_name = dataset
-        obj.data = None
-        return obj
-
-    @classmethod
-    def demo_tsv(cls, dataset: str) -> Path:
-        return Path(str(resources.files('vlmeval_ext'))) / cls.DEMO_DATASETS[dataset]
-
-    @classmethod
-    def source_split(cls, dataset: str) -> str:
-        """The split whose TSV (`$LMUData/<split>.tsv`) holds `dataset`: itself, unless several names share one."""
-        return dataset
-
-    @classmethod
-    def run_record(cls, dataset: str) -> dict:
-        """What the scores of `dataset` depend on beyond the files: {'prompts': {name: template}, 'seeds': {...},
-        ...}; the run manifest stores it (templates as sha1). Subclasses extend it."""
-        return {}
 
     def image_rows(self, data: pd.DataFrame):
         """Which rows must hold an image (default: all)."""
@@ -222,27 +265,87 @@ class ExtImageDataset(ImageBaseDataset):
             raise DataError(f'{url}: the downloaded file\'s md5 is not the expected {expected}')
         os.replace(partial, path)
 
-    def check_md5(self, dataset: str, path: str) -> None:
+    def check_md5(self, dataset: str, path: str) -> str:
+        """The TSV's md5, checked against DATASET_MD5 (else the `.md5` sidecar of `prepare`) when one is known."""
         expected = self.DATASET_MD5.get(dataset)
         sidecar = path + '.md5'
         if expected is None and osp.exists(sidecar):
             expected = Path(sidecar).read_text().strip()
-        if expected:
-            actual = file_md5(path)
-            if actual != expected:
-                raise DataError(f'{path}: md5 {actual} does not match the expected {expected}; the file is damaged '
-                                f'or from another source. Rebuild it with `vlmeval-ext prepare {dataset}`')
+        actual = file_md5(path)
+        if expected and actual != expected:
+            raise DataError(f'{path}: md5 {actual} does not match the expected {expected}; the file is damaged '
+                            f'or from another source. {self.md5_fix(dataset, path)}')
+        return actual
+
+    def md5_fix(self, dataset: str, path: str) -> str:
+        """What fixes a TSV whose md5 is wrong: a shipped demo split is copied again once the damaged copy is
+        removed; any other split is rebuilt by `prepare`."""
+        if dataset in self.DEMO_DATASETS:
+            return f'It ships with the package: delete it (`rm {path}`) and the next run copies it again'
+        return f'Rebuild it with `vlmeval-ext prepare {dataset}` (offline: `--from DIR`)'
 
     def load_data(self, dataset):
         path = self.ensure_tsv(dataset)
-        self.check_md5(dataset, path)
+        self.tsv_md5 = self.check_md5(dataset, path)
         data = read_table(path)
-        return kit_ready_table(data, path, self.REQUIRED_COLUMNS, self.image_rows(data))
+        self.bad_image_rows = {}
+        return kit_ready_table(data, path, self.REQUIRED_COLUMNS, self.image_rows(data), self.bad_image_rows)
+
+    def post_build(self, dataset):
+        """The kit's hook after its __init__: leave out the rows whose image does not decode (see
+        `leave_out_bad_images`)."""
+        self.leave_out_bad_images()
+
+    def leave_out_bad_images(self) -> dict:
+        """Dump every row's image(s) now (build_prompt reuses them); a row whose image cell is not a decodable
+        image is left out of the run (the rest runs), with one line each naming file, row or index and column,
+        and kept in `bad_image_rows` ({index: reason}); evaluate counts such a row as a missing item with that
+        reason. A file whose every row is bad is an error."""
+        bad = dict(getattr(self, 'bad_image_rows', None) or {})
+        if 'image' in self.data and not self.meta_only:
+            for _, line in self.data.iterrows():
+                image = line['image']
+                if image is None or (isinstance(image, float) and image != image) or (isinstance(image, str)
+                                                                                       and not image):
+                    continue            # a row that takes no image (RoCOCO retrieval's text rows)
+                try:
+                    self.check_row_images(line)
+                except BadImageCell as err:         # an unsafe image name stays an error of the whole file
+                    bad[str(line['index'])] = str(err)
+        self.bad_image_rows = bad
+        if not bad:
+            return bad
+        self.data = self.data[~self.data['index'].astype(str).isin(list(bad))].reset_index(drop=True)
+        if self.data.empty:
+            raise DataError(f'{getattr(self, "data_path", self.dataset_name)}: no row holds a decodable image '
+                            f'(first: {next(iter(bad.values()))})')
+        for reason in bad.values():
+            print(f'[vlmeval-ext] WARNING: {reason}; this row is left out of the run and counted as a missing item',
+                  file=sys.stderr, flush=True)
+        return bad
+
+    def check_row_images(self, line) -> None:
+        """Raise BadImageCell when the row's image(s) cannot be decoded; by default by dumping them (build_prompt
+        reuses the files)."""
+        self.dump_image(line)
+
+    tsv_md5: str | None = None
+    _images_checked: str | None = None
+
+    def image_folder(self, folder: str | None = None) -> str:
+        """img_root (or `folder`, where this dataset's images go), emptied first when its images were dumped from
+        another version of the TSV (checked once per folder)."""
+        folder = folder or self.img_root
+        if self.tsv_md5 and self._images_checked != folder:
+            images_from_tsv(folder, self.tsv_md5, getattr(self, 'data_path', None) or self.dataset_name)
+            self._images_checked = folder
+        os.makedirs(folder, exist_ok=True)
+        return folder
 
     def dump_image(self, line):
         """Decode the row's image(s) into img_root (never outside it); returns the list of paths."""
         from vlmeval.smp import decode_base64_to_image_file, read_ok
-        os.makedirs(self.img_root, exist_ok=True)
+        self.image_folder()
         where = f'{self.data_path}: index {line["index"]}'
         images = line['image'] if isinstance(line['image'], list) else [line['image']]
         names = line.get('image_path') if 'image_path' in line else None
@@ -260,12 +363,6 @@ class ExtImageDataset(ImageBaseDataset):
                 try:
                     decode_base64_to_image_file(image, path)
                 except Exception as err:  # the kit raises bare PIL/binascii errors; name the row instead
-                    raise DataError(f'{where}, column \'image\': not a decodable base64 image ({err})') from err
+                    raise BadImageCell(f'{where}, column \'image\': not a decodable base64 image ({err})') from err
             paths.append(path)
         return paths
-
-    # ---- the reference model's answer -------------------------------------------------------------------------
-    @classmethod
-    def naive_prediction(cls, prompt_text: str, dataset: str) -> str:
-        """What this benchmark's naive baseline answers to a prompt (used by the `Naive-Baseline` model)."""
-        raise NotImplementedError(f'{cls.__name__} defines no naive baseline')

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import math
 import os
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -247,9 +249,18 @@ def write_kit_tsv(df: pd.DataFrame, path: str | os.PathLike) -> str:
     tmp = path + '.partial'
     df.to_csv(tmp, sep='\t', index=False, encoding='utf-8', quoting=csv.QUOTE_ALL)
     os.replace(tmp, path)
-    with open(path + '.md5', 'w') as f:
-        f.write(file_md5(path) + '\n')
+    write_md5_sidecar(path)
     return path
+
+
+def write_md5_sidecar(path: str | os.PathLike) -> str:
+    """`<path>.md5`, the checksum our loader compares a prepared TSV with (written atomically); returns the md5."""
+    digest = file_md5(str(path))
+    tmp = f'{path}.md5.partial'
+    with open(tmp, 'w') as f:
+        f.write(digest + '\n')
+    os.replace(tmp, f'{path}.md5')
+    return digest
 
 
 def stem_path(eval_file, suffix: str) -> str:
@@ -269,3 +280,30 @@ def _json_default(obj):
     if hasattr(obj, 'item'):
         return obj.item()
     raise TypeError(f'not JSON serialisable: {type(obj).__name__}')
+
+
+@contextlib.contextmanager
+def building(out: str | os.PathLike):
+    """Build `out` through `<out>.part`: yields that path to write; renamed to `out` when the block completes, removed
+    when it raises. One build of `out` at a time (an exclusive lock on `<out>.lock`; a second one is refused). A
+    `.part` found under the lock was left by a killed build: it is removed first, with one line saying so."""
+    import fcntl
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + '.part')
+    with open(out.with_name(out.name + '.lock'), 'a') as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DataError(f'{out}: another build is writing it now ({tmp}); wait for it to finish') from None
+        if tmp.exists():
+            size = tmp.stat().st_size
+            tmp.unlink()
+            print(f'[vlmeval-ext] INFO: removed {tmp} ({size / 1e6:.1f} MB), left by an interrupted build; '
+                  'building it again', file=sys.stderr, flush=True)
+        try:
+            yield tmp
+        except BaseException:
+            tmp.unlink(missing_ok=True)     # an error (or Ctrl-C) leaves no partial file behind
+            raise
+        tmp.replace(out)                    # only a complete file takes the final name

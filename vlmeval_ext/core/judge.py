@@ -319,13 +319,19 @@ def call_with_retries(call: Callable[[str], str], prompt: str, retries: int, bac
     raise JudgeCallError(f'failed after {retries + 1} attempts: {last}')
 
 
+DEAD_JUDGE_ADVICE = (
+    'check --judge, --judge-base-url / OPENAI_API_BASE and the API key. Without an API judge, `--judge offline` '
+    "gives R-Bench's offline approximation (not comparable with the paper) and GRAB's official and normalized "
+    'scores (llm_extracted skipped); ReMI and RoCOCO need no judge; `<Dataset>-RC` of a kit benchmark needs its '
+    "base dataset's judge")
+
+
 def preflight(call: Callable[[str], str], retries: int = 2, backoff: float = 0.5) -> None:
     """One tiny call before a long evaluation, so a dead judge stops the run at once with a clear message."""
     try:
         call_with_retries(call, 'Reply with the single word: ready', retries, backoff)
     except JudgeCallError as err:
-        raise JudgeUnavailable(f'the judge did not answer a test call ({err}); check --judge, --judge-base-url / '
-                               'OPENAI_API_BASE and the API key, or choose the offline judge') from err
+        raise JudgeUnavailable(f'the judge did not answer a test call ({err}); {DEAD_JUDGE_ADVICE}') from err
 
 
 def resume_line(desc: str, reused: int, to_ask: int, bounded: bool, cache: VerdictCache) -> str:

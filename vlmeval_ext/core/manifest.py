@@ -105,6 +105,24 @@ def sha1_text(text: str) -> str:
     return hashlib.sha1(text.encode('utf-8')).hexdigest()
 
 
+def table_sha1(path: str) -> str | None:
+    """sha1 of a predictions table's contents as loaded (every cell as text, rows in `index` order): equal for two
+    files that hold the same table in other bytes (an xlsx rewritten, a TSV saved as xlsx). None if unreadable."""
+    from vlmeval_ext.core.io import DataError, read_table
+    try:
+        table = read_table(path)
+    except (DataError, ValueError, OSError):
+        return None
+    if 'index' in table.columns:
+        table = table.iloc[sorted(range(len(table)), key=lambda i: _index_key(table['index'].iloc[i]))]
+    text = table.to_csv(sep='\t', index=False, lineterminator='\n')
+    return hashlib.sha1(text.encode('utf-8')).hexdigest()
+
+
+def _index_key(value: str):
+    return (0, int(value), '') if value.lstrip('-').isdigit() else (1, 0, value)
+
+
 def build_manifest(dataset_name: str, eval_file: str, judge_kwargs: dict, extra: dict, n_items: int | None,
                    tsv: str | None, model_name: str | None = None) -> dict:
     from vlmeval_ext import __version__
@@ -125,7 +143,8 @@ def build_manifest(dataset_name: str, eval_file: str, judge_kwargs: dict, extra:
         'dataset': {'name': dataset_name, 'tsv_md5': file_md5(tsv) if tsv and os.path.exists(tsv) else None,
                     'n_items': n_items},
         'model': _model_info(eval_file, model_name),
-        'predictions': {'file': os.path.basename(eval_file), 'md5': file_md5(eval_file)},
+        'predictions': {'file': os.path.basename(eval_file), 'md5': file_md5(eval_file),
+                        'content_sha1': table_sha1(eval_file)},
         'judge': judge,
         'prompt_sha1': prompts,
         'seeds': extra.pop('seeds', {}),
@@ -146,7 +165,7 @@ _DIFF_FIELDS = [
     (('dataset', 'name'), 'different datasets'),
     (('dataset', 'tsv_md5'), 'the dataset TSV differs (another build or source)'),
     (('dataset', 'n_items'), 'a different number of items'),
-    (('predictions', 'md5'), 'the predictions differ (model, inference settings or sampling)'),
+    (('predictions', 'content_sha1'), 'the predictions differ (model, inference settings or sampling)'),
     (('model', 'name'), 'different models'),
     (('model', 'class_args'), 'the model was built with other arguments'),
     (('judge', 'model'), 'the judge model changed'),
@@ -175,8 +194,12 @@ def _get(d, path):
 
 
 def diff_manifests(a: dict, b: dict) -> list[str]:
+    """Why two runs may disagree. Predictions are compared by their contents (the table as loaded), not the file
+    bytes; a manifest written before contents were recorded falls back to the file md5."""
     reasons = []
     for path, why in _DIFF_FIELDS:
+        if path == ('predictions', 'content_sha1') and (_get(a, path) is None or _get(b, path) is None):
+            path = ('predictions', 'md5')
         va, vb = _get(a, path), _get(b, path)
         if va != vb:
             if isinstance(va, dict) and isinstance(vb, dict):

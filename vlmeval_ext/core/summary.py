@@ -1,13 +1,17 @@
-"""Print every `<stem>_score.json` under a work dir, one table per benchmark (used at the end of run_examples.sh).
-
-    python -m vlmeval_ext.core.summary outputs/MyModel
+"""`vlmeval-ext summary WORK_DIR [--out PREFIX]`: every `<stem>_score.json` under a work dir (all models, or one
+model's folder), one Markdown table per benchmark, printed and written to PREFIX.md, and every value in one long
+CSV, PREFIX.csv (model, benchmark, dataset, metric, unit, value, judge). Default PREFIX: WORK_DIR/summary.
 
 Each benchmark hands over its own row (`summary_row(score) -> {column with its unit: value}` in its report
-module); `BENCHMARKS` below is the one table that says which dataset names belong to which benchmark. Under each
+module); `BENCHMARKS` below is the one table that says which dataset names belong to which benchmark. Every
+column names its unit: `(%)`, `(0-1)` (R-Bench and -RC, as in their papers), `(count)` for counts; text columns
+(input mode, attack, ...) have none. A judge shared by every row of a table is said once, under it. Under each
 table: every file's failure accounting. A score file of any other dataset is printed as it is.
 """
 from __future__ import annotations
 
+import argparse
+import csv
 import json
 import re
 import sys
@@ -85,18 +89,44 @@ def failure_lines(data: dict) -> list[str]:
         if not isinstance(value, dict):
             continue
         leaves = [(k, v) for k, v in _flatten(value)
-                  if _ACCOUNTING.search(k) and (isinstance(v, (int, float, str)) or v is None)]
+                  if _ACCOUNTING.search(k) and (isinstance(v, (int, float, str)) or v is None) and v != '']
         if leaves:
             lines.append(f'[{section}] ' + '; '.join(f'{k}={_fmt(v)}' for k, v in leaves))
     return lines
 
 
-def table(rows: list[tuple[str, dict]]) -> str:
-    """A Markdown table: one row per dataset, the union of the rows' columns in first-seen order."""
+COUNT_UNIT = '(count)'
+# Text columns said once under a table when every row shares the value.
+SHARED_ONCE = ('judge',)
+
+
+def unit_of(column: str) -> str:
+    """The unit a column names at its end, '(%)' -> '%'; '' for none."""
+    found = re.search(r'\(([^()]*)\)$', column)
+    return found.group(1) if found else ''
+
+
+def with_units(rows: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """Counts (integers in every row, no unit named) get `(count)` in their column name."""
     columns = list(dict.fromkeys(c for _, row in rows for c in row))
-    out = ['| dataset | ' + ' | '.join(columns) + ' |', '|' + '---|' * (len(columns) + 1)]
+    counts = {c for c in columns if not unit_of(c) and all(
+        isinstance(row.get(c), int) and not isinstance(row.get(c), bool) for _, row in rows if c in row)}
+    return [(d, {(f'{c} {COUNT_UNIT}' if c in counts else c): v for c, v in row.items()}) for d, row in rows]
+
+
+def table(rows: list[tuple[str, dict]]) -> str:
+    """A Markdown table: one row per dataset, the union of the rows' columns in first-seen order; a judge shared
+    by every row is said once, under the table."""
+    rows = with_units(rows)
+    columns = list(dict.fromkeys(c for _, row in rows for c in row))
+    shared = {c: rows[0][1].get(c) for c in columns if c in SHARED_ONCE
+              and len({str(row.get(c)) for _, row in rows}) == 1}
+    columns = [c for c in columns if c not in shared]
+    first = 'model / dataset' if any(' / ' in d for d, _ in rows) else 'dataset'
+    out = [f'| {first} | ' + ' | '.join(columns) + ' |', '|' + '---|' * (len(columns) + 1)]
     for dataset, row in rows:
         out.append(f'| {dataset} | ' + ' | '.join(_fmt(row.get(c), c) for c in columns) + ' |')
+    out += [f'{c} (every row): {v}' for c, v in shared.items()]
     return '\n'.join(out)
 
 
@@ -135,11 +165,22 @@ def format_score_file(path: Path) -> str:
     return '\n'.join([f'## {benchmark}: {path.name}', table([(dataset, row(data))]), *failure_lines(data)])
 
 
-def format_work_dir(files: list[Path]) -> str:
-    """Every score file: one table per benchmark (rows in file order), each file's failure lines beneath."""
-    blocks: dict[str, list[tuple[str, dict, list[str]]]] = {}
+def model_of(path: Path) -> str:
+    """The model of `<work dir>/<model>/[<run id>/]<model>_<dataset>_score.json` ('' elsewhere)."""
+    stem = path.name[:-len('_score.json')] if path.name.endswith('_score.json') else path.stem
+    for folder in (path.parent.name, path.parent.parent.name):
+        if folder and stem.startswith(folder + '_'):
+            return folder
+    return ''
+
+
+def _entries(files: list[Path]) -> tuple[dict, list[str]]:
+    """{benchmark: [(row label, model, dataset, row, failure lines)]} and the generic blocks of other files."""
+    models = {model_of(Path(p)) for p in files}
+    blocks: dict[str, list] = {}
     others = []
     for path in files:
+        path = Path(path)
         data = json.loads(path.read_text())
         dataset = dataset_of(path)
         found = benchmark_of(dataset)
@@ -147,26 +188,81 @@ def format_work_dir(files: list[Path]) -> str:
             others.append(_generic(path, data))
             continue
         benchmark, row = found
-        blocks.setdefault(benchmark, []).append((dataset, row(data), failure_lines(data)))
+        model = model_of(path)
+        label = f'{model} / {dataset}' if len(models) > 1 else dataset
+        note = [f'[note] {data["note"]}'] if isinstance(data.get('note'), str) else []
+        blocks.setdefault(benchmark, []).append((label, model, dataset, row(data), failure_lines(data) + note))
+    return blocks, others
+
+
+def format_work_dir(files: list[Path]) -> str:
+    """Every score file: one table per benchmark (rows in file order), each file's failure lines beneath."""
+    blocks, others = _entries(files)
     out = []
     for benchmark, entries in blocks.items():
-        out += [f'## {benchmark}', table([(d, r) for d, r, _ in entries])]
-        out += [f'{d} {line}' for d, _, lines in entries for line in lines]
+        out += [f'## {benchmark}', table([(label, r) for label, _, _, r, _ in entries])]
+        out += [f'{label} {line}' for label, _, _, _, lines in entries for line in lines]
         out.append('')
     return '\n'.join(out + [o + '\n' for o in others]).rstrip() + '\n'
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print('usage: python -m vlmeval_ext.core.summary WORK_DIR/MODEL', file=sys.stderr)
+CSV_COLUMNS = ('model', 'benchmark', 'dataset', 'metric', 'unit', 'value', 'judge')
+
+
+def csv_rows(files: list[Path]) -> list[dict]:
+    """Every value of every benchmark row, one per line: the metric without its unit, the unit apart."""
+    blocks, _ = _entries(files)
+    out = []
+    for benchmark, entries in blocks.items():
+        for (_, model, dataset, row, _), (_, unit_row) in zip(entries, with_units([(e[0], e[3]) for e in entries])):
+            judge = str(row.get('judge') or '').split(':')[0]      # its name; the full label is in the tables
+            for column, value in unit_row.items():
+                if column == 'judge':
+                    continue
+                unit = unit_of(column)
+                metric = column[:-len(unit) - 2].rstrip() if unit else column
+                out.append({'model': model, 'benchmark': benchmark, 'dataset': dataset, 'metric': metric,
+                            'unit': unit, 'value': '' if value is None else value, 'judge': judge})
+    return out
+
+
+def write_summary(files: list[Path], prefix: str | Path) -> tuple[Path, Path]:
+    """PREFIX.md (the tables) and PREFIX.csv (the long table)."""
+    md, csv_path = Path(f'{prefix}.md'), Path(f'{prefix}.csv')
+    md.write_text(format_work_dir(files), encoding='utf-8')
+    with open(csv_path, 'w', newline='', encoding='utf-8') as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(csv_rows(files))
+    return md, csv_path
+
+
+def summary_main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog='vlmeval-ext summary',
+                                description='One table per benchmark of every *_score.json under WORK_DIR (all '
+                                            'models, or one model\'s folder): printed as Markdown and written to '
+                                            'PREFIX.md and PREFIX.csv (one value per line: model, benchmark, '
+                                            'dataset, metric, unit, value, judge). Units: %% or 0-1 as each '
+                                            'paper reports, (count) for counts.')
+    p.add_argument('work_dir', metavar='WORK_DIR')
+    p.add_argument('--out', default=None, metavar='PREFIX', help='default: WORK_DIR/summary')
+    args = p.parse_args(argv)
+    root = Path(args.work_dir)
+    if not root.is_dir():
+        print(f'[vlmeval-ext] ERROR: {root} is not a folder', file=sys.stderr)
         return 2
-    files = sorted(Path(argv[0]).rglob('*_score.json'))
+    files = sorted(root.rglob('*_score.json'))
     if not files:
-        print(f'no *_score.json under {argv[0]}', file=sys.stderr)
+        print(f'[vlmeval-ext] ERROR: no *_score.json under {root} (evaluate a run first)', file=sys.stderr)
         return 1
     print(format_work_dir(files))
+    md, csv_path = write_summary(files, args.out or root / 'summary')
+    print(f'written: {md}, {csv_path}')
     return 0
+
+
+def main(argv=None) -> int:
+    return summary_main(sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == '__main__':

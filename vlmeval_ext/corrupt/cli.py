@@ -74,8 +74,12 @@ def corrupt_image_main(argv: Sequence[str] | None = None) -> int:
     src = Path(args.image)
     if not src.is_file():
         parser.error(f'input image not found: {src}')
-    with Image.open(src) as opened:
-        image = opened.copy()
+    try:
+        with Image.open(src) as opened:
+            image = opened.copy()
+    except (OSError, ValueError, Image.DecompressionBombError) as err:   # truncated, not an image, ...
+        from vlmeval_ext.errors import ExtError
+        raise ExtError(f'corrupt-image: {src} cannot be read as an image ({type(err).__name__}: {err})') from None
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if image.mode not in PNG_MODES:
@@ -114,6 +118,10 @@ def corrupt_dataset_main(argv: Sequence[str] | None = None) -> int:
     p.add_argument('--sample', type=int, default=None, help='sample N questions (default: all)')
     p.add_argument('--seed', type=int, default=0)
     args = p.parse_args(argv)
+    if args.sample is not None and args.sample < 1:
+        from vlmeval_ext.errors import ExtError
+        raise ExtError(f'corrupt: --sample {args.sample}: give a number of questions of at least 1 (leave --sample '
+                       'out to use every question)')
     try:
         distortions = parse_id_list(args.distortions, DISTORTION_IDS, 'distortion id')
         strengths = parse_id_list(args.strengths, STRENGTHS, 'strength')
@@ -136,8 +144,14 @@ def corrupt_dataset_main(argv: Sequence[str] | None = None) -> int:
         src = root / f'{name}.tsv'
         if not src.is_file():  # only then import the kit (slow): let it download its own dataset
             from vlmeval.dataset import build_dataset
-            if build_dataset(name) is None or not src.is_file():
-                p.error(f'no TSV for dataset {name!r} at {src} and the kit could not fetch it')
+            try:
+                built = build_dataset(name)
+            except Exception as err:  # the kit raises a bare Exception when its download fails
+                raise DataError(f'corrupt: no TSV for dataset {name!r} at {src}, and the kit could not fetch it '
+                                f'({type(err).__name__}: {str(err)[:200]}); put {name}.tsv under {root} (offline: '
+                                'copy it from a machine that has it)') from None
+            if built is None or not src.is_file():
+                raise DataError(f'corrupt: no TSV for dataset {name!r} at {src}, and the kit could not fetch it')
         base = pd.read_csv(src, sep='\t', dtype={'image': str}, keep_default_na=False)
         rc = build_rc_frame(base, distortions, strengths, args.sample, args.seed, path=str(src))
         out = write_kit_tsv(rc, root / f'{rc_name(name)}.tsv')

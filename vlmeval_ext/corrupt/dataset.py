@@ -14,6 +14,7 @@ from vlmeval_ext.core.predictions import EMPTY, FAILED, classify_prediction
 from vlmeval_ext.corrupt import kit as K
 from vlmeval_ext.corrupt import report as R
 from vlmeval_ext.corrupt import variants as V
+from vlmeval_ext.corrupt.evaluator import CorruptedEvaluator
 
 IMAGE_COLUMNS = ('image', 'image_path')
 
@@ -51,33 +52,12 @@ def base_rows(base, part: pd.DataFrame, where: str) -> pd.DataFrame:
     return frame
 
 
-class CorruptedDataset(ExtImageDataset):
+class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
     """Paired reference/distorted variants of a kit image dataset, built by `vlmeval-ext corrupt --data NAME`.
 
     TYPE stays 'VQA' (ExtImageDataset's): the kit's run.py gives MCQ and Y/N datasets its default API judge when
     --judge is absent; an -RC chooses its own default instead (corrupt.kit.rc_judge: exact matching, no API).
     """
-
-    SPEC = 'corrupt'
-    DATASET_URL: dict = {}
-    DATASET_MD5: dict = {}
-    REQUIRED_COLUMNS = ('index', 'image', *V.RC_COLUMNS)
-
-    @classmethod
-    def supported_datasets(cls):
-        """Every `<Dataset>-RC.tsv` already built under $LMUData."""
-        root = os.environ.get('LMUData') or osp.join(osp.expanduser('~'), 'LMUData')
-        if not osp.isdir(root):
-            return []
-        return sorted(f[:-4] for f in os.listdir(root) if f.endswith(f'{V.RC_SUFFIX}.tsv'))
-
-    @classmethod
-    def for_evaluation(cls, dataset: str):
-        V.base_name(dataset)  # any <Dataset>-RC: evaluation reads the predictions file and the base dataset
-        obj = cls.__new__(cls)
-        obj.dataset_name = dataset
-        obj.data = None
-        return obj
 
     def __init__(self, dataset: str, skip_noimg: bool = True):
         super().__init__(dataset, skip_noimg)
@@ -89,9 +69,18 @@ class CorruptedDataset(ExtImageDataset):
         return K.kit_base_dataset(V.base_name(self.dataset_name), self.dataset_name, root,
                                   osp.join(root, 'images', self.dataset_name))
 
+    def check_row_images(self, line) -> None:
+        """Checked, not written: the base dataset's dump_image writes them for its prompt. Base64 and image header
+        only (an -RC holds one image per variant: decoding them all at every load would be slow)."""
+        from vlmeval_ext.core.dataset import BadImageCell, image_problem
+        problem = image_problem(line['image'], decode=False)
+        if problem:
+            raise BadImageCell(f'{self.data_path}: index {line["index"]}, column \'image\': {problem}')
+
     def build_prompt(self, line):
         if isinstance(line, int):
             line = self.data.iloc[line]
+        self.image_folder(self.base.img_root)   # the kit's dump_image writes there: only images of this TSV
         return self.base.build_prompt(line)  # the base dataset's own prompt, our (corrupted) image
 
     def _score_part(self, base: K.BaseDataset, rows: pd.DataFrame, sub_file: str, judge: K.RCJudge) -> tuple:
@@ -171,18 +160,23 @@ class CorruptedDataset(ExtImageDataset):
                                    judge.block, note)
         with open(stem_path(eval_file, '_robustness.md'), 'w', encoding='utf-8') as f:
             f.write(report)
+        from vlmeval_ext.core.plots import model_of_file, no_plot_line, run_title
         from vlmeval_ext.rbench.report import plot_radar, plot_task_strength
-        plot_radar(table, stem_path(eval_file, '_radar.png'), title=f'{self.dataset_name} robustness')
-        plot_task_strength(table, stem_path(eval_file, '_strength.png'), title=self.dataset_name, tasks=(task,))
-        print(report)
-        manifest_judge = {'model': judge.name, 'mode': judge.mode}
-        if not judge.is_api:
-            manifest_judge.update(endpoint_host=None, retries=0)
-        self.manifest_extra = {'judge': manifest_judge,
-                               'seeds': {'note': 'per-item seed = run seed * 1000003 + base index'},
-                               'counts': {'failed_rows': summary['failed_rows'], 'empty_rows': summary['empty_rows'],
-                                          'pairs_excluded_from_relative': excluded}}
-        return robust
+        title = run_title(self.dataset_name, model_of_file(eval_file, self.dataset_name), judge.name, len(rows),
+                          len(rows) - excluded)
+        if plot_radar(table, stem_path(eval_file, '_radar.png'), title=f'{title}\nrobustness (0-1)'):
+            plot_task_strength(table, stem_path(eval_file, '_strength.png'), title=title, tasks=(task,))
+        else:
+            print(no_plot_line(self.dataset_name, stem_path(eval_file, '_radar.png'), 'no pair was scored'))
+        print(f'[{self.dataset_name}] {len(rows)} pairs, judge {judge.name}, relative = {relative_mode}; '
+              f'{summary["failed_rows"]} inference-failed and {summary["empty_rows"]} empty rows; per distortion, '
+              f'failures and approximations: {stem_path(eval_file, "_robustness.md")}')
+        # What the kit prints (once): reference / absolute / relative by dimension, 0-1 (core.kit_table).
+        from vlmeval_ext.core.kit_table import result_table
+        dims = [d for d in robust['dimension'] if any(table[m].get(d) is not None for m in table)]
+        return result_table(f'{self.dataset_name} (0-1)',
+                            {metric: {f'{d} (0-1)': table[metric].get(d) for d in dims} for metric in table},
+                            digits=4)
 
     def _consistency(self, base, answered, combo_of, sub_dir, stem, fmt, judge, where) -> dict:
         """{(d, s): {item: consistency}}: each distorted prediction scored by the base metric with its

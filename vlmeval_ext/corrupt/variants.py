@@ -105,8 +105,10 @@ def corrupt_cell(cell: str, distortion: int, strength: int, seed: int, path: str
 
 def sample_items(base: pd.DataFrame, sample: int | None, seed: int) -> pd.DataFrame:
     """Sample whole questions (kit circular copies i + k*10**6 stay together), deterministic in seed."""
-    if sample is None or sample <= 0:
+    if sample is None:
         return base
+    if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 1:
+        raise ValueError(f'sample must be a number of questions of at least 1 (None: all), got {sample!r}')
     groups = np.unique(base['index'].astype(np.int64) % CIRCULAR_GROUP)
     if sample >= len(groups):
         return base

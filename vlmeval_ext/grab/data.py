@@ -89,12 +89,27 @@ def read_grab_json(path: str | Path) -> list[dict]:
 # ------------------------------------------------------------------------------------------------- images
 
 
+SIXTEEN_BIT_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N', 'I')
+
+
+def to_8bit(image):
+    """A 16-bit grey plot (Pillow mode I;16*, or I as 16-bit PNGs open) as 8-bit L, scaled (v / 257): Pillow's own
+    convert clips every value above 255, which turns a 16-bit plot all white. Other modes are returned as they are."""
+    if image.mode not in SIXTEEN_BIT_MODES:
+        return image
+    import numpy as np
+    from PIL import Image
+    values = np.asarray(image).astype(np.float64)
+    return Image.fromarray(np.rint(np.clip(values, 0, 65535) / 257).astype(np.uint8), mode='L')
+
+
 def prepare_image(image, max_side: int | None = None):
     """RGB copy of a plot: alpha composited onto the spec's background, long side capped (never upscaled)."""
     from PIL import Image
 
     spec = _spec()['image']
     max_side = spec['max_long_side'] if max_side is None else max_side
+    image = to_8bit(image)
     if image.mode in ('RGBA', 'LA') or (image.mode == 'P' and 'transparency' in image.info):
         rgba = image.convert('RGBA')
         background = Image.new('RGBA', rgba.size, tuple(spec['background']) + (255,))
@@ -117,19 +132,45 @@ def encode_image(image, max_side: int | None = None) -> str:
 # ------------------------------------------------------------------------------------------------ sources
 
 
+def release_image_path(root: Path, record: dict) -> Path:
+    """The file of a grab.json `image` entry, which must stay inside the release folder: an absolute path, a `..`
+    or a symlink that leads outside is refused (GrabDataError naming the entry), never read."""
+    entry = record['image']
+    where = f'{root / "grab.json"}, pid {record["pid"]}, column "image"'
+    if not isinstance(entry, str) or not entry.strip():
+        raise GrabDataError(f'{where}: expected a relative file name, got {entry!r}')
+    relative = Path(entry)
+    if relative.is_absolute() or entry.startswith(('~', '\\')) or '..' in relative.parts or \
+            '..' in Path(entry.replace('\\', '/')).parts:
+        raise GrabDataError(f'{where}: {entry!r} is absolute or leaves the release folder {root}; refused')
+    path = root / relative
+    inside = root.resolve()
+    resolved = path.resolve()
+    if resolved != inside and inside not in resolved.parents:
+        raise GrabDataError(f'{where}: {entry!r} is a link to {resolved}, outside the release folder {root}; '
+                            'refused')
+    return path
+
+
 def _manual_source(root: Path) -> tuple[list[dict], Callable[[dict], object]]:
     from PIL import Image
 
     records = read_grab_json(root / 'grab.json')
+    paths = {record['pid']: release_image_path(root, record) for record in records}   # all checked before any read
 
     def open_image(record):
-        path = root / record['image']
+        path = paths[record['pid']]
         if not path.is_file():
             raise GrabDataError(f'{root / "grab.json"}, pid {record["pid"]}, column "image": no file {path} '
                                 f'(unzip images.zip into {root})')
-        with Image.open(path) as img:
-            img.load()
-            return img
+        try:
+            with Image.open(path) as img:
+                img.load()
+                return img
+        except (OSError, ValueError, Image.DecompressionBombError) as err:   # truncated, not an image, ...
+            raise GrabDataError(f'{root / "grab.json"}, pid {record["pid"]}, column "image": {path} cannot be '
+                                f'read as an image ({type(err).__name__}: {err}); replace it from the official '
+                                'release') from err
     return records, open_image
 
 
@@ -209,19 +250,18 @@ def tsv_rows(records: Iterable[dict], open_image: Callable[[dict], object], max_
 
 
 def write_tsv(rows: Iterable[dict], out_path: str | Path) -> int:
-    """Stream rows to a tab-separated file in the spec's column order; return the row count."""
+    """Stream rows to a tab-separated file in the spec's column order; return the row count. Written through
+    `<out>.part` (see core.io.building): a kill never leaves a half-written GRAB.tsv, and the next build removes
+    the `.part` it left, saying so."""
+    from vlmeval_ext.core.io import building
     columns = _spec()['tsv_columns']
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    tmp = out_path.with_suffix(out_path.suffix + '.part')
-    with open(tmp, 'w', encoding='utf-8', newline='') as f:
+    with building(out_path) as tmp, open(tmp, 'w', encoding='utf-8', newline='') as f:
         writer = csv.DictWriter(f, fieldnames=columns, delimiter='\t', quoting=csv.QUOTE_MINIMAL)
         writer.writeheader()
         for row in rows:
             writer.writerow(row)
             count += 1
-    tmp.replace(out_path)  # a crash never leaves a half-written GRAB.tsv for the kit to pick up
     return count
 
 

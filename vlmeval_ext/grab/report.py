@@ -113,56 +113,72 @@ def write_reports(rows: Sequence[Mapping], stem: str | Path, extra_counts: Mappi
     with open(f'{stem}_score.json', 'w', encoding='utf-8') as f:
         json.dump(scores, f, indent=2)
     pd.DataFrame(acc_table(rows)).to_csv(f'{stem}_acc.csv', index=False)
-    plot_complexity(scores, f'{stem}_complexity.png')
+    plot_complexity(scores, f'{stem}_complexity.png', title=f'GRAB | {scores["official"]["counts"]["items"]} items')
     return scores
 
 
-def plot_complexity(scores: Mapping, path: str | Path) -> None:
-    """Accuracy against complexity, one line per task, one panel per scoring (properties is complexity 0 only)."""
+def complexity_series(by_complexity: Mapping, complexities: Sequence[int] = tuple(range(10))) -> tuple[list, list]:
+    """(x, y) over every complexity, y NaN where the task has no scored item: the line breaks at a gap instead of
+    joining two distant points."""
+    values = {int(c): v for c, v in by_complexity.items()}
+    return list(complexities), [float('nan') if values.get(c) is None else float(values[c]) for c in complexities]
+
+
+def plot_complexity(scores: Mapping, path: str | Path, title: str = '') -> bool:
+    """Accuracy against complexity, one line per task (markers on every point; no line across a complexity without
+    items), one panel per scoring. A run with no scored item writes no plot; returns whether it wrote one."""
+    scorings = [s for s in scorings_in(scores) if scores[s].get('Overall') is not None]
+    if not scorings:
+        return False
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
-    scorings = scorings_in(scores)
-    fig, axes = plt.subplots(1, len(scorings), figsize=(5 * len(scorings), 4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(scorings), figsize=(5 * len(scorings), 4.3), squeeze=False, sharey=True)
+    markers = ('o', 's', '^', 'D')
     for ax, scoring in zip(axes[0], scorings):
-        for task, by_complexity in scores[scoring]['task x complexity'].items():
-            points = [(int(c), v) for c, v in by_complexity.items() if v is not None]
-            if points:
-                xs, ys = zip(*sorted(points))
-                ax.plot(xs, ys, marker='o', label=task)
-        ax.set_title(f'GRAB {scoring} (Overall {scores[scoring]["Overall"]:.1f}%)'
-                     if scores[scoring]['Overall'] is not None else f'GRAB {scoring}')
+        for k, (task, by_complexity) in enumerate(scores[scoring]['task x complexity'].items()):
+            xs, ys = complexity_series(by_complexity)
+            ax.plot(xs, ys, marker=markers[k % len(markers)], markersize=6 - k, label=task)
+        ax.set_title(f'{scoring} (Overall {scores[scoring]["Overall"]:.1f} %)', fontsize=10)
         ax.set_xlabel('complexity')
         ax.set_xticks(range(10))
+        ax.set_ylim(-3, 103)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel('accuracy (%)')
     axes[0][-1].legend(title='task')
+    if title:
+        from vlmeval_ext.core.plots import wrapped
+        fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+    return True
+
+
+# The task names as GRAB's data writes them (the `task` column, _acc.csv, _score.json): one set of labels everywhere.
+TASKS = ('properties', 'function', 'series', 'transform')
 
 
 def task_table(scores: Mapping) -> 'pd.DataFrame':
-    """The paper's layout: one row per scoring, columns Properties/Functions/Series/Transforms/Overall (%)."""
-    import pandas as pd
+    """What evaluate returns (and the kit prints): one row per scoring, accuracy (%) per task and Overall, and the
+    items scored; labelled for the kit's printout (core.kit_table)."""
+    from vlmeval_ext.core.kit_table import result_table
 
-    columns = {'properties': 'Properties', 'function': 'Functions', 'series': 'Series', 'transform': 'Transforms'}
-    table = {}
+    rows = {}
     for scoring in scorings_in(scores):
         summary = scores[scoring]
-        row = {label: summary['task'].get(task) for task, label in columns.items()}
-        row['Overall'] = summary['Overall']
-        row['n scored'] = summary['counts']['scored']
-        table[scoring] = row
-    return pd.DataFrame.from_dict(table, orient='index').round(1)
+        row = {'Overall (%)': summary['Overall']}
+        row.update({f'{task} (%)': summary['task'].get(task) for task in TASKS})
+        row['scored (items)'] = summary['counts']['scored']
+        rows[scoring] = row
+    return result_table('GRAB scoring', rows, digits=1)
 
 
 def summary_row(score: Mapping) -> dict:
     """The end-of-run summary's row for one GRAB _score.json: accuracy in percent (official = the paper's rule),
     per task for the official scoring, Overall for each scoring present."""
-    tasks = {'properties': 'Properties', 'function': 'Functions', 'series': 'Series', 'transform': 'Transforms'}
-    row = {f'official {label} (%)': score['official']['task'].get(task) for task, label in tasks.items()}
+    row = {f'official {task} (%)': score['official']['task'].get(task) for task in TASKS}
     for scoring in SCORINGS:
         if scoring in score:
             row[f'{scoring} Overall (%)'] = score[scoring]['Overall']

@@ -5,7 +5,8 @@ Sources (dataset_specs/rbench.yaml, `sources`):
   * Hugging Face dataset lcysyzxdxc/R-Bench, file All.parquet
   * --from DIR, a local copy, one of:
       - a dataset saved with `datasets` (save_to_disk: dataset_info.json / state.json), read with load_from_disk
-      - a parquet file, or a folder holding one (the HF All.parquet)
+      - a parquet file, or a folder holding parquet files at any depth (the HF All.parquet, or a Hugging Face
+        snapshot as downloaded: data/test-00000-of-00001.parquet)
       - a folder with the question bank Ref_Release.csv (latin-1) and two image folders: ref_image/ (or ref/) and
         dis_image/ (or dis/). Images are named by the item's 0-based row in Ref_Release.csv (`17.jpg`,
         any extension); a reference image may instead carry the item's `name` (MMBench_35.jpg).
@@ -185,7 +186,10 @@ def records_from_dir(path: str | Path, warnings: list | None = None) -> Iterator
             ds = ds['test'] if 'test' in splits else ds[splits[0]]
         yield from records_from_table(iter(ds), str(path), warnings)
         return
-    parquets = sorted(path.glob('*.parquet'))
+    # A Hugging Face snapshot as downloaded keeps its parquet files in subfolders (data/test-00000-of-00001.parquet);
+    # the hub's own cache folders (.cache/, .huggingface/) are not data.
+    parquets = sorted(p for p in path.rglob('*.parquet')
+                      if not any(part.startswith('.') for part in p.relative_to(path).parts))
     if parquets:
         for p in parquets:
             yield from records_from_table(_parquet_rows(p), str(p), warnings)
@@ -245,22 +249,20 @@ def tsv_rows(records: Iterable[tuple[dict, bytes, bytes]]) -> Iterator[dict]:
 
 def write_tsv(records: Iterable[tuple[dict, bytes, bytes]], out: str | Path, expect_items: int | None = None) -> int:
     """Write the kit TSV; returns the number of rows. `expect_items` (1485 for the release) is checked."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + '.part')
+    from vlmeval_ext.core.io import building
     csv.field_size_limit(sys.maxsize)
     n = 0
-    with open(tmp, 'w', encoding='utf-8', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=TSV_COLUMNS, delimiter='\t', quoting=csv.QUOTE_MINIMAL,
-                                lineterminator='\n')
-        writer.writeheader()
-        for row in tsv_rows(records):
-            writer.writerow(row)
-            n += 1
-    if expect_items is not None and n != 2 * expect_items:
-        tmp.unlink()
-        raise RBenchDataError(f'expected {expect_items} items ({2 * expect_items} rows), the source gave {n // 2}')
-    tmp.replace(out)  # only a complete file takes the final name
+    with building(out) as tmp:
+        with open(tmp, 'w', encoding='utf-8', newline='') as f:
+            writer = csv.DictWriter(f, fieldnames=TSV_COLUMNS, delimiter='\t', quoting=csv.QUOTE_MINIMAL,
+                                    lineterminator='\n')
+            writer.writeheader()
+            for row in tsv_rows(records):
+                writer.writerow(row)
+                n += 1
+        if expect_items is not None and n != 2 * expect_items:
+            raise RBenchDataError(f'expected {expect_items} items ({2 * expect_items} rows), the source gave '
+                                  f'{n // 2}')
     return n
 
 

@@ -13,7 +13,6 @@ decide com for the judge; we keep the protocol and count empty outputs (`empty`)
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from vlmeval_ext.core.aggregate import is_missing
+from vlmeval_ext.core.plots import no_plot_line, wrapped
 from vlmeval_ext.core.taxonomy import dimension_order as taxonomy_dimension_order
 from vlmeval_ext.core.taxonomy import robustness_table as taxonomy_robustness_table
 from vlmeval_ext.core.taxonomy import taxonomy
@@ -106,14 +107,16 @@ def write_scores_csv(rows: Sequence[Mapping], path: str | Path) -> None:
 
 
 def robustness_csv_text(table: Mapping[str, Mapping[str, float | None]], judge_label: str | None = None) -> str:
-    """dimension,absolute,relative CSV; with `judge_label`, a fourth column names the judge on every row (so an
-    offline approximation can never pass for the paper's judge once the file travels alone)."""
+    """dimension,absolute (0-1),relative (0-1) CSV; with `judge_label` (an offline approximation), a fourth
+    column says `offline approximation` on every row (short: the full label is in _score.json), so the file can
+    never pass for the paper's judge once it travels alone."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator='\n')
-    writer.writerow(['dimension', 'absolute', 'relative'] + (['judge'] if judge_label else []))
+    writer.writerow(['dimension', 'absolute (0-1)', 'relative (0-1)'] + (['judge'] if judge_label else []))
+    mark = 'offline approximation' if judge_label else None
     for dim in table['absolute']:
         cells = ['' if v is None else f'{v:.4f}' for v in (table[m][dim] for m in ('absolute', 'relative'))]
-        writer.writerow([dim, *cells] + ([judge_label] if judge_label else []))
+        writer.writerow([dim, *cells] + ([mark] if mark else []))
     return buf.getvalue()
 
 
@@ -132,10 +135,22 @@ def paper_tables(table: Mapping[str, Mapping[str, float | None]], label: str = '
     return '\n'.join(out)
 
 
+def result_table(table: Mapping[str, Mapping[str, float | None]]) -> 'pd.DataFrame':
+    """What evaluate returns (and the kit prints): the paper's Table 3 layout, rows absolute and relative, columns
+    MCQ/VQA/CAP x low/mid/high and Overall, on the paper's 0-1 scale (core.kit_table)."""
+    from vlmeval_ext.core.kit_table import result_table as build
+
+    cols = ['Overall'] + [f'{t}-{s}' for t in TASKS for s in ('low', 'mid', 'high')]
+    return build('R-Bench', {metric: {f'{c.replace("-", " ")} (0-1)': table[metric].get(c) for c in cols}
+                             for metric in ('absolute', 'relative')}, digits=4)
+
+
 def write_report(rows: Sequence[Mapping], stem: str | Path, judge: Mapping | None = None,
                  plots: bool = True, label: str = '', judge_label: str | None = None,
-                 counts: Mapping | None = None) -> dict:
+                 counts: Mapping | None = None, title: str = '', coverage: Mapping | None = None) -> dict:
     """<stem>_scores.csv, <stem>_robustness.csv, <stem>_score.json and PNG plots; returns the score dict.
+
+    `coverage` (core.coverage.check_against_dataset: missing items of the dataset) is stored as `coverage`.
 
     `counts` (items, rows, scored, empty, inference_failures, missing_partner, judge_failures) goes into the score
     file as it is; without it only the item count and the excluded scores are known.
@@ -147,41 +162,76 @@ def write_report(rows: Sequence[Mapping], stem: str | Path, judge: Mapping | Non
     result = {'absolute': table['absolute'], 'relative': table['relative'],
               'judge': dict(judge or {}), 'failed': failure_counts(rows), 'items': len(rows),
               'counts': dict(counts or {'items': len(rows)})}
+    if coverage is not None:
+        result['coverage'] = dict(coverage)
     Path(f'{stem}_score.json').write_text(json.dumps(result, indent=2), encoding='utf-8')
     if plots:
-        plot_radar(table, f'{stem}_radar.png', title=label)
-        plot_task_strength(table, f'{stem}_task_strength.png', title=label)
+        title = title or label
+        if plot_radar(table, f'{stem}_radar.png', title=title):
+            plot_task_strength(table, f'{stem}_task_strength.png', title=title)
+        else:
+            print(no_plot_line('R-Bench', f'{stem}_radar.png', 'no item was scored'))
     return result
 
 
 # ------------------------------------------------------------------------------------------------- plots
+# One style per metric: equal absolute and relative values stay visible (different markers and line styles).
+METRIC_STYLES = {'absolute': dict(marker='o', markersize=7, linestyle='-'),
+                 'relative': dict(marker='x', markersize=9, linestyle='--'),
+                 'reference': dict(marker='s', markersize=5, linestyle=':')}
+MIN_RADAR_AXES = 5
+
+
+def scored_dims(table: Mapping[str, Mapping[str, float | None]], dims: Sequence[str]) -> list[str]:
+    """The dimensions that hold a value in some metric of `table` (an -RC run samples only some distortions)."""
+    return [d for d in dims if any(values.get(d) is not None for values in table.values())]
+
+
 def plot_radar(table: Mapping[str, Mapping[str, float | None]], path: str | Path, title: str = '',
-               spec: Mapping | None = None) -> None:
-    """Two radars (7 steps, 7 groups), each with every metric of `table` (absolute and relative for R-Bench)."""
+               spec: Mapping | None = None) -> bool:
+    """Two panels (7 steps, 7 groups), each with every metric of `table` (absolute and relative for R-Bench), over
+    the dimensions that hold a value. A radar needs at least MIN_RADAR_AXES of them; with fewer (an -RC run of 4
+    distortions) a panel is a bar chart, so missing dimensions never look like zeros. Nothing scored: no plot
+    (returns False)."""
+    tax = taxonomy(spec)
+    panels = [(label, scored_dims(table, tax[label])) for label in ('steps', 'groups')]
+    if not any(dims for _, dims in panels):
+        return False
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     import numpy as np
 
-    tax = taxonomy(spec)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5), subplot_kw={'projection': 'polar'})
-    for ax, (label, dims) in zip(axes, (('steps', tax['steps']), ('groups', tax['groups']))):
-        angles = np.linspace(0, 2 * np.pi, len(dims), endpoint=False).tolist()
-        for metric, values in table.items():
-            vals = [values.get(d) for d in dims]
-            vals = [np.nan if v is None else v for v in vals]
-            ax.plot(angles + angles[:1], vals + vals[:1], marker='o', label=metric)
-            ax.fill(angles + angles[:1], vals + vals[:1], alpha=0.1)
-        ax.set_xticks(angles)
-        ax.set_xticklabels(dims, fontsize=8)
-        ax.set_ylim(0, 1)
-        ax.set_title(f'by {label}', fontsize=10)
-    axes[1].legend(loc='upper right', bbox_to_anchor=(1.3, 1.1), fontsize=8)
+    fig = plt.figure(figsize=(11, 5.4))
+    for k, (label, dims) in enumerate(panels):
+        polar = len(dims) >= MIN_RADAR_AXES
+        ax = fig.add_subplot(1, 2, k + 1, projection='polar' if polar else None)
+        if polar:
+            angles = np.linspace(0, 2 * np.pi, len(dims), endpoint=False).tolist()
+            for metric, values in table.items():
+                vals = [np.nan if values.get(d) is None else values[d] for d in dims]
+                ax.plot(angles + angles[:1], vals + vals[:1], label=metric, **METRIC_STYLES.get(metric, {}))
+                ax.fill(angles + angles[:1], vals + vals[:1], alpha=0.08)
+            ax.set_xticks(angles)
+            ax.set_xticklabels(dims, fontsize=8)
+            ax.set_ylim(0, 1)
+        else:
+            width = 0.8 / max(1, len(table))
+            for j, (metric, values) in enumerate(table.items()):
+                vals = [np.nan if values.get(d) is None else values[d] for d in dims]
+                ax.bar([i + j * width for i in range(len(dims))], vals, width, label=metric)
+            ax.set_xticks([i + width * (len(table) - 1) / 2 for i in range(len(dims))], dims, fontsize=8)
+            ax.set_ylim(0, 1)
+            ax.set_ylabel('score (0-1)')
+        missing = len(tax[label]) - len(dims)
+        ax.set_title(f'by {label} (0-1)' + (f'; {missing} without items not shown' if missing else ''), fontsize=9)
+        ax.legend(loc='upper right', bbox_to_anchor=(1.3, 1.12) if polar else None, fontsize=8)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
 
 
 def plot_task_strength(table: Mapping[str, Mapping[str, float | None]], path: str | Path, title: str = '',
@@ -205,10 +255,10 @@ def plot_task_strength(table: Mapping[str, Mapping[str, float | None]], path: st
                 if not np.isnan(grid[i, j]):
                     ax.text(j, i, f'{grid[i, j]:.3f}', ha='center', va='center',
                             color='white' if grid[i, j] < 0.5 else 'black', fontsize=9)
-        ax.set_title(metric)
+        ax.set_title(f'{metric} (0-1)')
         fig.colorbar(im, ax=ax, fraction=0.046)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -17,6 +17,7 @@ from typing import Iterable
 import pandas as pd
 
 from vlmeval_ext.errors import ExtError
+from vlmeval_ext.core.io import write_kit_tsv
 
 IMAGE_SLOTS = [f'image_{i}' for i in range(1, 7)]
 REQUIRED_COLUMNS = ['question', 'label', 'task']
@@ -149,10 +150,8 @@ def download_split(split: str = 'test', cache_dir: str | None = None) -> Path:
 
 
 def write_tsv(frame: pd.DataFrame, out_path: str | os.PathLike) -> Path:
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out, sep='\t', index=False)
-    return out
+    """The kit's TSV, written atomically, with its `.md5` sidecar (core.io.write_kit_tsv)."""
+    return Path(write_kit_tsv(frame, out_path))
 
 
 def read_tsv(path: str | os.PathLike) -> pd.DataFrame:

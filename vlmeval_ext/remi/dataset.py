@@ -10,64 +10,40 @@ in <stem>_score.json:
 """
 from __future__ import annotations
 
-import json
 import os.path as osp
 
-import pandas as pd
-
 from vlmeval_ext.core.dataset import ExtImageDataset, lmu_data_root, write_dataset_tsv
-from vlmeval_ext.core.io import load_predictions, stem_path, write_json
+from vlmeval_ext.core.io import DataError
+from vlmeval_ext.core.prepare import check_item_count
 
 from . import data as remi_data
 from . import prompt as remi_prompt
-from . import report as remi_report
-from . import score as remi_score
+from .evaluator import NAMES, ReMIEvaluator
 
-NAMES = remi_prompt.dataset_names()
+__all__ = ['ReMI', 'NAMES']
 
 
-class ReMI(ExtImageDataset):
-    TYPE = 'VQA'
-    SPEC = 'remi'
-    # No TSV is hosted (''): ReMI is built locally by `prepare`; the ReMI_DEMO split ships with the package.
-    DATASET_URL = {name: '' for name in NAMES}
-    DATASET_MD5 = {'ReMI_DEMO': 'c24914e5ecae62ad5e1b4db8534d986b'}   # the shipped demo TSV (split name: all three modes read it)
-    DEMO_DATASETS = {name: 'remi/demo/ReMI_DEMO.tsv' for name, (split, _) in NAMES.items() if split == 'ReMI_DEMO'}
-    REQUIRED_COLUMNS = ('index', 'question', 'answer', 'task', 'image')
-
-    @property
-    def input_mode(self) -> str:
-        return NAMES[self.dataset_name][1]
-
-    @classmethod
-    def source_split(cls, dataset):
-        return NAMES[dataset][0]                     # the three modes read the same split TSV
-
+class ReMI(ReMIEvaluator, ExtImageDataset):
     def load_data(self, dataset):
         return super().load_data(self.source_split(dataset))
 
     def post_build(self, dataset):
         self.img_root = osp.join(lmu_data_root(), 'images', self.source_split(dataset))
+        super().post_build(dataset)
 
     @classmethod
-    def prepare(cls, name, source_dir=None) -> str:
+    def prepare(cls, name, source_dir=None, allow_subset: bool = False) -> str:
         split = NAMES[name][0]
         if split != 'ReMI':
             raise ValueError(f'{name} ships with the package; prepare builds ReMI from the official parquet')
-        files = remi_data.find_split_files(source_dir) if source_dir else [remi_data.download_split('test')]
-        return write_dataset_tsv(remi_data.convert_files(files), split)
-
-    @classmethod
-    def run_record(cls, dataset):
-        spec = remi_prompt._spec()['prompt']
-        return {'input_mode': NAMES[dataset][1], 'judge': {'model': None, 'mode': 'rule-based (no judge)'},
-                'prompts': {'appendix_common': spec['appendix_common'], **spec['appendix_task']}}
-
-    @classmethod
-    def naive_prediction(cls, prompt_text: str, dataset: str) -> str:
-        # The prompt does not say its task unambiguously, so the reference model answers one constant ("0", the
-        # EmojiAlgebra/RefCoco baseline). The per-task naive baselines of the spec are computed in evaluate.
-        return json.dumps({'explanation': 'naive baseline', 'answer': '0'})
+        try:
+            files = remi_data.find_split_files(source_dir) if source_dir else [remi_data.download_split('test')]
+        except (FileNotFoundError, RuntimeError) as err:     # a missing folder or file, no network: one line
+            raise DataError(f'prepare {name}: {err}') from err
+        frame = remi_data.convert_files(files)
+        check_item_count('ReMI', ', '.join(map(str, files)), len(frame),
+                         int(remi_prompt._spec()['source']['sizes']['test']), allow_subset)
+        return write_dataset_tsv(frame, split)
 
     def build_prompt(self, line):
         if isinstance(line, int):
@@ -76,28 +52,3 @@ class ReMI(ExtImageDataset):
         composite = osp.join(self.img_root, f'{line["index"]}_composite.png')
         return remi_prompt.build_message(str(line['question']), str(line['task']), paths, self.input_mode,
                                          composite_path=composite)
-
-    def evaluate(self, eval_file, **judge_kwargs):
-        """Rule-based (no judge): official (the headline) and lenient scorings. Writes <stem>_score.json, _items.tsv,
-        _tasks.{md,csv,png}; returns the summary."""
-        preds = load_predictions(eval_file, required=('index', 'prediction', 'answer', 'task'))
-        rows = []
-        for row in preds.to_dict('records'):
-            # vlmeval_ext.core.predictions decides: the kit's failure text is excluded (counted, re-asked); an empty
-            # answer is scored (get_pred('') is BAD_JSON: wrong) and counted as empty.
-            result = remi_score.score_item(row['task'], row['prediction'], row['answer'])
-            rows.append({'index': row['index'], 'task': row['task'], 'answer': row['answer'], **result})
-        summary = remi_score.summarise(rows, self.input_mode)
-        pd.DataFrame(rows).to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
-        write_json(summary, stem_path(eval_file, '_score.json'))
-        stem = stem_path(eval_file, '')
-        model_name = osp.basename(stem).split(f'_{self.dataset_name}')[0]
-        remi_report.write_report(summary, stem, model_name, plot=self.write_plots)
-        spec = remi_prompt._spec()['prompt']
-        self.manifest_extra = {
-            'input_mode': self.input_mode,
-            'prompts': {'appendix_common': spec['appendix_common'], **spec['appendix_task']},
-            'counts': {'infer_failed': summary['counts']['inference_failures'],
-                       'unparsable': sum(summary['counts']['parse_failures'].values())}}
-        print(remi_report.markdown_table(summary, model_name))
-        return summary

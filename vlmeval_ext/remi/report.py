@@ -4,7 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-TABLE_HEADER = ['Task', 'Items', 'Accuracy (official)', 'Naive baseline', 'ERP', 'Accuracy (lenient)']
+from vlmeval_ext.core.plots import no_plot_line, wrapped
+
+TABLE_HEADER = ['task', 'items scored', 'official accuracy (%)', 'naive baseline (%)', 'ERP (%)', 'lenient accuracy (%)']
 
 
 def _fmt(x, digits=1):
@@ -24,24 +26,41 @@ def table_rows(summary: dict) -> list[list]:
 
 
 def markdown_table(summary: dict, model_name: str = '') -> str:
-    title = f'ReMI{" - " + model_name if model_name else ""} (percent; input mode: {summary["input_mode"]}; ' \
-            f'micro accuracy {_fmt(summary["accuracy"]["micro"])})'
+    title = f'ReMI{" - " + model_name if model_name else ""} (input mode: {summary["input_mode"]}; ' \
+            f'micro accuracy {_fmt(summary["accuracy"]["micro"])} %)'
     lines = [title, '', '| ' + ' | '.join(TABLE_HEADER) + ' |', '|' + '---|' * len(TABLE_HEADER)]
     for task, n, a, b, e, lenient in table_rows(summary):
         lines.append(f'| {task} | {n} | {_fmt(a)} | {_fmt(b)} | {_fmt(e)} | {_fmt(lenient)} |')
+    return '\n'.join(lines + [''] + accounting_lines(summary)) + '\n'
+
+
+def accounting_lines(summary: dict) -> list[str]:
+    """What the scores rest on: official vs lenient, and every item not scored right for a reason."""
     counts, differ = summary['counts'], summary['official_vs_lenient']
-    lines += ['', 'Official = the ReMI authors\' evaluation code (the headline, compared with the paper); lenient = '
-                  'a robust reading of the same answers. They differ on '
-                  f'{differ["differ"]} item(s) (lenient only right: {differ["lenient_only"]}; official only right: '
-                  f'{differ["official_only"]}).',
-              f'Items {counts["items"]}, scored {counts["scored"]}; empty answers (scored wrong): {counts["empty"]}; '
-              f'inference failures (the kit\'s failure text, excluded): {counts["inference_failures"]}; '
-              f'unreadable for official (BAD_JSON, wrong): {counts["official_bad_json"]}; '
-              f'unreadable for lenient (wrong): {counts["parse_failures"] or "none"}']
-    return '\n'.join(lines) + '\n'
+    return ['Official = the ReMI authors\' evaluation code (the headline, compared with the paper); lenient = '
+            'a robust reading of the same answers. They differ on '
+            f'{differ["differ"]} item(s) (lenient only right: {differ["lenient_only"]}; official only right: '
+            f'{differ["official_only"]}).',
+            f'Items {counts["items"]}, scored {counts["scored"]}; empty answers (scored wrong): {counts["empty"]}; '
+            f'inference failures (the kit\'s failure text, excluded): {counts["inference_failures"]}; '
+            f'unreadable for official (BAD_JSON, wrong): {counts["official_bad_json"]}; '
+            f'unreadable for lenient (wrong): {counts["parse_failures"] or "none"}']
 
 
-def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model') -> Path:
+def result_table(summary: dict) -> 'pd.DataFrame':
+    """What evaluate returns (and the kit prints): rows official (the headline), lenient, naive baseline and ERP
+    (error reduction against it), columns Overall and each task, all in percent (core.kit_table)."""
+    from vlmeval_ext.core.kit_table import result_table as build
+
+    sources = {'official': summary['accuracy'], 'lenient': summary['lenient']['accuracy'],
+               'naive baseline': summary['naive_baseline'], 'ERP': summary['erp']}
+    tasks = list(summary['accuracy']['task'])
+    rows = {name: {'Overall (%)': src['Overall'], **{f'{t} (%)': src['task'].get(t) for t in tasks}}
+            for name, src in sources.items()}
+    return build(f'ReMI ({summary["input_mode"]} input)', rows, digits=1)
+
+
+def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model', title: str = '') -> Path:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -51,13 +70,16 @@ def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model') ->
     xs = range(len(tasks))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(tasks) + 2), 4.2))
     width = 0.4
-    ax.bar([x - width / 2 for x in xs], model, width, label=f'{model_name} (official)', color='#3b75af')
+    bars = ax.bar([x - width / 2 for x in xs], model, width, label=f'{model_name} (official)', color='#3b75af')
+    ax.bar_label(bars, fmt='%.0f', fontsize=7)     # a 0 % bar is visible as "0", not as a missing one
     ax.bar([x + width / 2 for x in xs], base, width, label='naive baseline', color='#bbbbbb')
     ax.set_xticks(list(xs))
     ax.set_xticklabels(tasks, rotation=40, ha='right')
     ax.set_ylabel('accuracy (%)')
-    ax.set_ylim(0, 100)
-    ax.set_title(f'ReMI per task ({summary["input_mode"]} input)')
+    ax.set_ylim(0, 118)                 # headroom: the legend never covers a 100 % bar
+    ax.set_yticks(range(0, 101, 20))
+    ax.set_title(wrapped(title or f'ReMI per task ({summary["input_mode"]} input)', fig.get_figwidth(), 9),
+                 fontsize=9)
     ax.legend()
     fig.tight_layout()
     out = Path(out_path)
@@ -66,7 +88,8 @@ def bar_chart(summary: dict, out_path: str | Path, model_name: str = 'model') ->
     return out
 
 
-def write_report(summary: dict, stem: str | Path, model_name: str = 'model', plot: bool = True) -> dict:
+def write_report(summary: dict, stem: str | Path, model_name: str = 'model', plot: bool = True,
+                 title: str = '') -> dict:
     """Write <stem>_score.json, <stem>_tasks.md, <stem>_tasks.csv and <stem>_tasks.png; return their paths."""
     import csv
     stem = str(stem)
@@ -78,8 +101,10 @@ def write_report(summary: dict, stem: str | Path, model_name: str = 'model', plo
         writer = csv.writer(f)
         writer.writerow(TABLE_HEADER)
         writer.writerows(table_rows(summary))
-    if plot:
-        paths['plot'] = bar_chart(summary, f'{stem}_tasks.png', model_name)
+    if plot and not summary['counts']['scored']:
+        print(no_plot_line('ReMI', f'{stem}_tasks.png', 'no item was scored (all are inference failures)'))
+    elif plot:
+        paths['plot'] = bar_chart(summary, f'{stem}_tasks.png', model_name, title)
     return paths
 
 

@@ -17,13 +17,13 @@ import os.path as osp
 
 import pandas as pd
 
-from vlmeval_ext.core.dataset import ExtImageDataset, safe_join, tsv_path
+from vlmeval_ext.core.coverage import check_against_dataset, coverage_line
+from vlmeval_ext.core.dataset import BadImageCell, ExtImageDataset, safe_join, tsv_path
 from vlmeval_ext.core.io import DataError, load_predictions, require_columns, stem_path, write_json
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
-
-NO_JUDGE = {'model': 'none (rule-based: a stated capital letter, else the text of exactly one option)', 'mode': 'rule', 'retries': 0,
-            'endpoint_host': None}
+from vlmeval_ext.rococo.evaluator import RoCOCOMCQEvaluator, RoCOCORetrievalEvaluator
+from vlmeval_ext.rococo.report import mcq_result_table
 
 
 def _prepare(name: str, source_dir=None, coco_root=None, mixed_root=None) -> str:
@@ -37,15 +37,7 @@ def _prepare(name: str, source_dir=None, coco_root=None, mixed_root=None) -> str
     return D.write_tsv(frame, tsv_path(name))
 
 
-class RoCOCOMCQ(ExtImageDataset):
-    TYPE = 'MCQ'
-    SPEC = 'rococo'
-    # No TSV is hosted (''): the splits are built locally by `prepare`; the demo split ships with the package.
-    DATASET_URL = {**{name: '' for name in D.MCQ_NAMES}, 'RoCOCO-MCQ-same_concept_DEMO': ''}
-    DEMO_DATASETS = {'RoCOCO-MCQ-same_concept_DEMO': 'rococo/demo/RoCOCO-MCQ-same_concept_DEMO.tsv'}
-    DATASET_MD5 = {'RoCOCO-MCQ-same_concept_DEMO': 'b173cbeddcfb77864f1d3e247bfdf600'}
-    REQUIRED_COLUMNS = ('index', 'image', 'question', 'A', 'B', 'C', 'answer', 'twin')
-
+class RoCOCOMCQ(RoCOCOMCQEvaluator, ExtImageDataset):
     def build_prompt(self, line):
         if isinstance(line, int):
             line = self.data.iloc[line]
@@ -58,19 +50,11 @@ class RoCOCOMCQ(ExtImageDataset):
     def prepare(cls, name, source_dir=None, coco_root=None):
         return _prepare(name, source_dir, coco_root)
 
-    @classmethod
-    def naive_prediction(cls, prompt_text, dataset):
-        return 'A'
-
-    @classmethod
-    def run_record(cls, dataset):
-        return {'judge': NO_JUDGE, 'seeds': {'mcq_options': Q.SEED},
-                'prompts': {'mcq': Q.prompt_text({'question': Q.QUESTION, 'A': '{A}', 'B': '{B}', 'C': '{C}',
-                                                  'D': '{D}'})}}
-
     def evaluate(self, eval_file, **judge_kwargs):
         preds = load_predictions(eval_file, required=('index', 'question', 'A', 'B', 'C', 'answer', 'twin',
                                                       'prediction'))
+        coverage = check_against_dataset(preds, eval_file, type(self), self.dataset_name,
+                                         answer_columns=('answer', 'twin', 'A', 'B', 'C'))
         result, items = D.score_mcq(preds, str(eval_file))
         attack = str(preds['attack'].iloc[0]) if 'attack' in preds else self.dataset_name.split('-')[-1]
         scores = {'dataset': self.dataset_name, 'attack': attack, **result,
@@ -80,7 +64,8 @@ class RoCOCOMCQ(ExtImageDataset):
                              'hedges': result['parsed_by'].get('hedge', 0)},
                   'judge': None,
                   'note': 'percent of scored items; empty, hedged and unparsed replies count as wrong, the kit\'s inference '
-                          'failures are excluded; all are counted'}
+                          'failures are excluded; all are counted',
+                  'coverage': coverage}
         write_json(scores, stem_path(eval_file, '_score.json'))
         table = pd.DataFrame([{'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),
                                'twin_rate': round(result['twin_rate'], 2), 'chance': round(result['chance'], 2),
@@ -88,21 +73,11 @@ class RoCOCOMCQ(ExtImageDataset):
                                'inference_failed': result['inference_failed']}])
         table.to_csv(stem_path(eval_file, '_acc.csv'), index=False)
         items.to_csv(stem_path(eval_file, '_items.tsv'), sep='\t', index=False)
-        self.manifest_extra = {'judge': NO_JUDGE, 'prompts': {'mcq': Q.prompt_text(
-            {'question': Q.QUESTION, 'A': '{A}', 'B': '{B}', 'C': '{C}', 'D': '{D}'})},
-            'seeds': {'mcq_options': Q.SEED},
-            'counts': {'unparsed': result['unparsed'], 'infer_failed': result['inference_failed']}}
-        print(table.to_string(index=False))
-        return table
+        print(coverage_line('RoCOCO', coverage))
+        return mcq_result_table(self.dataset_name, result)    # printed once, by the kit or `vlmeval-ext eval`
 
 
-class RoCOCORetrieval(ExtImageDataset):
-    TYPE = 'Retrieval'
-    SPEC = 'rococo'
-    DATASET_URL = {name: '' for name in D.I2T_NAMES + D.T2I_NAMES}   # built locally by `prepare`
-    DATASET_MD5 = {}
-    REQUIRED_COLUMNS = D.RETRIEVAL_COLUMNS + ('image',)
-
+class RoCOCORetrieval(RoCOCORetrievalEvaluator, ExtImageDataset):
     def image_rows(self, data):
         """Image rows hold an image, text rows none."""
         require_columns(data, self.REQUIRED_COLUMNS, self.data_path)
@@ -121,12 +96,13 @@ class RoCOCORetrieval(ExtImageDataset):
         self.data['image'] = self._images.values
         self.meta_only = False
         del self._images
+        super().post_build(dataset)
 
     def dump_image(self, line):
         """The image's bytes as stored (the COCO JPEG, no re-encoding) under img_root/<index><ext>."""
         where = f'{self.data_path}: index {line["index"]}'
         ext = osp.splitext(str(line['source']))[1].lower() or '.jpg'
-        path = safe_join(self.img_root, f'{line["index"]}{ext}', where)
+        path = safe_join(self.image_folder(), f'{line["index"]}{ext}', where)
         if not (osp.exists(path) and osp.getsize(path) > 0):
             try:
                 raw = base64.b64decode(line['image'], validate=True)
@@ -134,7 +110,7 @@ class RoCOCORetrieval(ExtImageDataset):
                 with Image.open(io.BytesIO(raw)) as im:
                     im.verify()
             except Exception as err:  # binascii/PIL raise many types; name the row instead
-                raise DataError(f'{where}, column \'image\': not a decodable base64 image ({err})') from err
+                raise BadImageCell(f'{where}, column \'image\': not a decodable base64 image ({err})') from err
             os.makedirs(self.img_root, exist_ok=True)
             tmp = f'{path}.tmp{os.getpid()}'
             with open(tmp, 'wb') as f:
@@ -152,28 +128,3 @@ class RoCOCORetrieval(ExtImageDataset):
     @classmethod
     def prepare(cls, name, source_dir=None, coco_root=None, mixed_root=None):
         return _prepare(name, source_dir, coco_root, mixed_root)
-
-    @classmethod
-    def run_record(cls, dataset):
-        return {'judge': {'model': None, 'mode': 'embedding ranking', 'retries': 0, 'endpoint_host': None}}
-
-    @classmethod
-    def naive_prediction(cls, prompt_text, dataset):
-        raise NotImplementedError(f'{dataset} is scored from embeddings: run it with an embedding model '
-                                  '(RoCOCO-CLIP-B32, RoCOCO-BLIP-ITC, ...); Naive-Baseline answers RoCOCO-MCQ-*')
-
-    def evaluate(self, eval_file, **judge_kwargs):
-        preds = load_predictions(eval_file, required=D.RETRIEVAL_COLUMNS + ('prediction',))
-        direction = 'i2t' if '-I2T-' in self.dataset_name else 't2i'
-        result = D.score_retrieval(preds, direction, str(eval_file))
-        scores = {'dataset': self.dataset_name, **result}
-        write_json(scores, stem_path(eval_file, '_score.json'))
-        table = D.retrieval_table(result)
-        table.insert(0, 'dataset', self.dataset_name)
-        table.to_csv(stem_path(eval_file, '_acc.csv'), index=False)
-        self.manifest_extra = {'judge': {'model': None, 'mode': 'embedding ranking', 'retries': 0,
-                                         'endpoint_host': None},
-                               'seeds': {'mixing': [int(s) for s in result.get('per_seed', {})]},
-                               'counts': {'n_images': result['n_images'], 'n_texts': result['n_texts']}}
-        print(table.to_string(index=False))
-        return table

@@ -4,6 +4,7 @@ Model specs (name on the hub or a local directory):
   hf-clip:<name|path>      transformers CLIPModel (+ CLIPProcessor)           e.g. hf-clip:openai/clip-vit-base-patch32
   open_clip:<arch>[/<tag>] open_clip create_model_and_transforms             e.g. open_clip:ViT-B-32/openai
   hf-blip:<name|path>      transformers BlipForImageTextRetrieval, ITC heads  e.g. hf-blip:Salesforce/blip-itm-base-coco
+  smoke-hash:<dim>         a weight-free smoke test of the pipeline, not a model (chance-level recalls)
 BLIP's published retrieval numbers re-rank the ITC top-256 with the ITM head; the ITC embeddings here give the
 first-stage scores only (bring-your-own embeddings for anything else).
 
@@ -117,7 +118,46 @@ class OpenCLIPEmbedder(Embedder):
             return _normalise(self.model.encode_text(self.tokenizer(list(texts)).to(self.device)))
 
 
-BACKENDS = {'hf-clip': HFCLIPEmbedder, 'hf-blip': HFBLIPEmbedder, 'open_clip': OpenCLIPEmbedder}
+class SmokeHashEmbedder(Embedder):
+    """A smoke-test backend, not a model: weight-free and deterministic, so the retrieval pipeline (prepare, the
+    kit's run.py, ranking, reports) runs end to end on any machine. Captions: signed feature hashing of their
+    lower-cased words into `dim` numbers; images: the centred grey pixels of a thumbnail of `dim` pixels. The two
+    share no meaning, so its recalls are about chance: they check the plumbing and are never compared with the
+    paper. Spec: `smoke-hash:<dim>` (a square number, e.g. 64)."""
+
+    def __init__(self, spec: str, device: str = 'cpu'):
+        try:
+            dim = int(spec)
+        except ValueError:
+            raise ValueError(f'smoke-hash:{spec}: expected smoke-hash:<dim>, e.g. smoke-hash:64') from None
+        side = int(round(dim ** 0.5))
+        if side * side != dim or dim < 4:
+            raise ValueError(f'smoke-hash:{spec}: dim must be a square number >= 4 (the image thumbnail is square)')
+        self.dim, self.side, self.name = dim, side, f'smoke-hash:{dim}'
+
+    @staticmethod
+    def _unit(rows: np.ndarray) -> np.ndarray:
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return (rows / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+    def embed_images(self, images):
+        rows = []
+        for im in images:
+            grey = np.asarray(im.convert('L').resize((self.side, self.side)), dtype=np.float32).ravel()
+            rows.append(grey - grey.mean())
+        return self._unit(np.stack(rows))
+
+    def embed_texts(self, texts):
+        rows = np.zeros((len(texts), self.dim), np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r'[a-z0-9]+', str(text).lower()):
+                digest = hashlib.blake2b(word.encode('utf-8'), digest_size=8).digest()
+                rows[i, digest[0] % self.dim] += 1.0 if digest[1] % 2 else -1.0
+        return self._unit(rows)
+
+
+BACKENDS = {'hf-clip': HFCLIPEmbedder, 'hf-blip': HFBLIPEmbedder, 'open_clip': OpenCLIPEmbedder,
+            'smoke-hash': SmokeHashEmbedder}
 
 
 def load_embedder(spec: str, device: str = 'cpu') -> Embedder:

@@ -44,3 +44,13 @@ def run_kit(args, env, cwd=None, timeout=600, entry=('run.py',)) -> subprocess.C
     """`python run.py ARGS` at the repo root (entry=('-m', 'vlmeval_ext') for the CLI)."""
     cmd = [sys.executable, *[str(REPO_ROOT / e) if e.endswith('.py') else e for e in entry], *map(str, args)]
     return subprocess.run(cmd, env=env, cwd=cwd or REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def kit_output(model_dir, name: str) -> Path:
+    """The newest file called `name` the kit's run left for one model: in `<work-dir>/<model>/` on ms-vlmeval; in
+    the per-run folders `<work-dir>/<model>/T<date>_G<commit>/` on an upstream checkout, whose run.py also links
+    the final results of a finished run into the model folder (a killed run's files are only in its run folder)."""
+    found = [p for p in Path(model_dir).rglob(name) if p.is_file()]
+    if not found:
+        raise FileNotFoundError(f'{name} under {model_dir}')
+    return max(found, key=lambda p: p.stat().st_mtime_ns)
