@@ -32,7 +32,8 @@ def measure(size: int) -> list[tuple[str, float, str, float]]:
             times[kind] = time.perf_counter() - start
         worst = max(times, key=times.get)
         rows.append((name, times[worst], worst, sum(times.values())))
-        print(f'{name:28s} worst {times[worst]:6.3f} s ({worst}), all {len(times)} outputs {sum(times.values()):6.2f} s',
+        print(f'{name:28s} worst {times[worst]:6.3f} s ({worst}), '
+              f'all {len(times)} outputs {sum(times.values()):6.2f} s',
               flush=True)
     return rows
 

@@ -63,8 +63,8 @@ class RoCOCOMCQ(RoCOCOMCQEvaluator, ExtImageDataset):
                              'unparsed': result['parsed_by'].get('unparsed', 0) + result['parsed_by'].get('hedge', 0),
                              'hedges': result['parsed_by'].get('hedge', 0)},
                   'judge': None,
-                  'note': 'percent of scored items; empty, hedged and unparsed replies count as wrong, the kit\'s inference '
-                          'failures are excluded; all are counted',
+                  'note': 'percent of scored items; empty, hedged and unparsed replies count as wrong, the kit\'s '
+                          'inference failures are excluded; all are counted',
                   'coverage': coverage}
         write_json(scores, stem_path(eval_file, '_score.json'))
         table = pd.DataFrame([{'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),
