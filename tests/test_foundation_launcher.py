@@ -165,7 +165,7 @@ def test_a_dataset_whose_predictions_all_failed_exits_1(tmp_path, loopback):
     assert proc.returncode == 1, proc.stderr[-3000:]
     lines = [line for line in _error_lines(proc.stderr) if 'FAILED' in line]
     assert lines == ['[vlmeval-ext] FAILED: LoopbackGPT x GRAB_DEMO: all 41 predictions are the kit\'s inference '
-                     'failure text (the model answered nothing; see LoopbackGPT_GRAB_DEMO.xlsx): nothing was '
+                     'failure text (the model answered nothing; see LoopbackGPT_GRAB_DEMO.tsv): nothing was '
                      'scored'], proc.stderr[-3000:]
 
 

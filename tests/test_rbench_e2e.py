@@ -329,7 +329,7 @@ def test_efficient_resume_after_kill(runs):
 
 # ------------------------------------------------------------------------------ offline judge on a file
 def test_eval_cli_offline_on_predictions_with_failures(runs, tmp_path):
-    pred = pd.read_excel(runs['tmp'] / 'official' / MODEL / f'{MODEL}_{DATA}.xlsx')
+    pred = pd.read_csv(runs['tmp'] / 'official' / MODEL / f'{MODEL}_{DATA}.tsv', sep='\t')   # run.py writes TSV
     pred.loc[pred['index'] == 1, 'prediction'] = 'Failed to obtain answer via API.'   # pair 0, dis
     pred.loc[pred['index'] == 16, 'prediction'] = ''                                   # pair 8, ref
     pred = pred[pred['index'] != 33]                                                    # pair 16 loses dis
@@ -376,5 +376,5 @@ def test_full_name_reaches_the_kit_model_builder(tmp_path):
     status = json.loads(_newest_kit_file(tmp_path / 'out' / 'InternVL2-1B', 'status.json').read_text())
     entry = status['datasets']['R-Bench-Full']
     # the dataset was built (prediction file planned) and the failure is the model's weights, offline
-    assert entry['prediction_file'].endswith('InternVL2-1B_R-Bench-Full.xlsx')
+    assert entry['prediction_file'].endswith('InternVL2-1B_R-Bench-Full.tsv')
     assert re.search(r'InternVL2-1B|huggingface|offline|connect', entry['error_message'], re.I), entry

@@ -158,7 +158,7 @@ def remi_expected(play, predictions: dict) -> dict:
 
 def rococo_expected(play, predictions: dict) -> dict:
     preds = play.rococo.drop(columns=['image']).assign(prediction=[predictions[int(i)] for i in play.rococo['index']])
-    return rococo_data.score_mcq(preds, 'expected', kit_infer=None)[0]
+    return rococo_data.score_mcq(preds, 'expected')[0]
 
 
 # ------------------------------------------------------------------------------------- running and reading
@@ -182,7 +182,7 @@ def out_file(tmp_path: Path, data: str, suffix: str) -> Path:
 
 
 def predictions(tmp_path: Path, data: str) -> pd.DataFrame:
-    return pd.read_excel(out_file(tmp_path, data, '.xlsx'), dtype={'prediction': str}, keep_default_na=False)
+    return pd.read_csv(out_file(tmp_path, data, '.tsv'), sep='\t', dtype={'prediction': str}, keep_default_na=False)
 
 
 def score_json(tmp_path: Path, data: str) -> dict:
@@ -395,7 +395,7 @@ def test_random_faults_across_all_benchmarks_counted_listed_retried_and_no_key_l
     # ---- secrets: no trace of the key in any file of the run (xlsx members too) or on the console
     assert first_log and all(r.had_auth for r in first_log + second_log)     # the key was really sent
     files = [p for p in tmp_path.rglob('*') if p.is_file()]
-    assert {'.xlsx', '.json', '.jsonl', '.tsv', '.csv'} <= {p.suffix for p in files}
+    assert {'.json', '.jsonl', '.tsv', '.csv'} <= {p.suffix for p in files}     # predictions: TSV (run.py)
     assert leaks(tmp_path) == []
     for proc in (first, second):
         for stream in (proc.stdout, proc.stderr):

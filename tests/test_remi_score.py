@@ -56,6 +56,26 @@ def test_malformed_outputs_are_wrong_not_crashes(text, status):
     assert result['lenient'] is False and result['official'] is False and result['status'] == status
 
 
+@pytest.mark.parametrize('text', ['[' * 5000, '{' * 5000 + '}', '{"answer": ' + '[' * 5000 + ']' * 5000 + '}',
+                                  '{"answer": ' + '[' * 990 + ']' * 990 + '}', '{"answer": "north"} ' + '[' * 5000])
+def test_deep_nesting_is_unparsable_not_a_crash(text):
+    """No model output stops the scorer: brackets nested past MAX_NESTING are not searched (lenient: too_deep);
+    the official reading is BAD_JSON where the snippet would raise RecursionError, its own reading otherwise."""
+    assert score.extract_answer(text) == (None, score.TOO_DEEP)
+    result = score.score_item('Maps', text, 'north', SPEC)
+    assert result['lenient'] is False and result['status'] == score.TOO_DEEP and result['kind'] == 'answer'
+    official = score.official_prediction(text)       # the snippet's reading, or BAD_JSON where it would crash
+    if text.startswith('{"answer": "north"}'):
+        assert official == 'north'                     # from the first '{' to the last '}': the snippet's text
+    elif '[' * 990 in text[:1000]:
+        assert official in (score.BAD_JSON, '[' * 990 + ']' * 990)     # parses below the interpreter's limit
+    else:
+        assert official == score.BAD_JSON
+    assert result['official'] is (official == 'north')
+    shallow = '{"answer": ' + '[' * 50 + '"north"' + ']' * 50 + '}'          # within MAX_NESTING: read as usual
+    assert score.extract_answer(shallow)[1] == 'ok'
+
+
 def test_non_string_outputs_never_crash():
     assert score.extract_answer(12345) == (None, score.NOT_OBJECT)
     # An empty cell is an empty answer: scored wrong by both rules, never excluded.

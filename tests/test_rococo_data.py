@@ -134,19 +134,10 @@ def test_vector_codec_and_garbled_predictions(fixtures_dir, tmp_path):
 
 def test_mcq_choice_reading_never_guesses():
     options = {'A': 'a dog on a couch', 'B': 'a cat on a couch', 'C': 'a red bus', 'D': 'two men'}
-
-    def kit_like(reply, choices):          # the kit's contract: a letter, 'Z' (refusal) or False
-        return 'Z' if 'cannot' in reply else next((k for k, v in choices.items() if v in reply.lower()), False)
-
-    assert D.read_choice('(B) a cat', options) == ('B', 'letter')
-    assert D.read_choice('It shows a red bus.', options, kit_like) == ('C', 'kit_can_infer')
-    assert D.read_choice('I cannot tell', options, kit_like) == (None, 'unparsed')      # 'Z' is not an option
-    assert D.read_choice('maybe', options, kit_like) == (None, 'unparsed')
-    assert D.read_choice('  ', options, kit_like) == (None, 'empty')
     preds = pd.DataFrame({'index': [0, 1, 2, 3, 4], 'question': 'q', **{k: [v] * 5 for k, v in options.items()},
                           'answer': ['A', 'B', 'C', 'D', 'A'], 'twin': ['B', 'A', 'D', 'C', 'B'],
                           'prediction': ['A', 'A', 'Failed to obtain answer via API.', np.nan, 'nonsense']})
-    result, items = D.score_mcq(preds, 'p.tsv', kit_like)      # the kit's failure text is matched exactly
+    result, items = D.score_mcq(preds, 'p.tsv')      # the kit's failure text is matched exactly
     # The inference failure is counted and left out of the means: 1 of 4 answered rows is right.
     assert result['n'] == 4 and result['n_items'] == 5
     assert result['accuracy'] == 25.0 and result['twin_rate'] == 25.0

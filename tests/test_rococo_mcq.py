@@ -41,11 +41,32 @@ def test_clean_file_is_refused(fixtures_dir):
         Q.build_items(clean, 'clean', rows=[0])
 
 
-@pytest.mark.parametrize('reply,letter', [('B', 'B'), ('b.', 'B'), ('(C) a dog', 'C'), ('Answer: D', 'D'),
-                                          ('answer is A', 'A'), ('E', None), ('I think so', None),
-                                          ('Dog', None), (None, None)])
+@pytest.mark.parametrize('reply,letter', [('B', 'B'), ('(C) a dog', 'C'), ('Answer: D', 'D'), ('B.', 'B'),
+                                          ('answer is A', 'A'), ('The answer is (B) because ...', 'B'),
+                                          ('**C**', 'C'), ('E', None), ('I think so', None), ('Dog', None),
+                                          (None, None), ('b.', None), ('a man riding a horse', None),
+                                          ('A man riding a horse', None), ('Answer: A man riding', None)])
 def test_parse_letter(reply, letter):
+    """Only a standalone capital option is a letter: the article 'a' / 'A' before a word is not option A."""
     assert Q.parse_letter(reply, 'ABCD') == letter
+
+
+OPTIONS = {'A': 'a man with a red helmet on a small moped on a dirt road', 'B': 'a wall with graffiti on it',
+           'C': 'a sink in a corner of a room', 'D': 'a catchers with a red helmet on a small moped on a dirt road'}
+
+
+@pytest.mark.parametrize('reply,expected', [
+    ('B', ('B', 'letter')), ('(B)', ('B', 'letter')), ('Answer: B', ('B', 'letter')),
+    ('a catchers with a red helmet on a small moped on a dirt road', ('D', 'text')),          # the twin, by text
+    ('A catchers with a red helmet on a small moped on a dirt road.', ('D', 'text')),         # capitalised article
+    ('A man with a red helmet on a small moped on a dirt road.', ('A', 'text')),
+    ('(D) a catchers with a red helmet on a small moped on a dirt road', ('D', 'letter')),
+    ('(A) a catchers with a red helmet on a small moped on a dirt road', (None, 'hedge')),    # letter vs text
+    ('B or C', (None, 'hedge')), ('A B C D', (None, 'hedge')), ('Answer: B or C', (None, 'hedge')),
+    ('B/C', (None, 'hedge')), ('A man on a moped', (None, 'unparsed')), ('b', (None, 'unparsed')),
+    ('   ', (None, 'empty'))])
+def test_parse_choice_reads_letters_and_option_text_never_guesses(reply, expected):
+    assert Q.parse_choice(reply, OPTIONS) == expected
 
 
 def test_score_counts_twin_and_unparsed():
@@ -59,7 +80,7 @@ def test_score_counts_twin_and_unparsed():
 
 def test_mcq_demo_through_run_py_with_loopback_model(tmp_path, loopback, kit_env):
     """The shipped demo through the kit's run.py, the loopback server answering each item in a scripted way:
-    letters in several formats, the option text (the kit's can_infer), the twin, a distractor, and a refusal."""
+    letters in several formats, the option text, the twin, a distractor, and a refusal."""
     import json
     import re
 
@@ -98,7 +119,7 @@ def test_mcq_demo_through_run_py_with_loopback_model(tmp_path, loopback, kit_env
     assert scores['n'] == n == 24
     assert scores['accuracy'] == pytest.approx(100.0 * correct / n)
     assert scores['twin_rate'] == pytest.approx(100.0 * twin / n)
-    assert scores['unparsed'] == unparsed == 4 and scores['parsed_by']['kit_can_infer'] == 4
+    assert scores['unparsed'] == unparsed == 4 and scores['parsed_by']['text'] == 4
     acc = read_table(str(score_file).replace('_score.json', '_acc.csv'))
     assert float(acc['accuracy'].iloc[0]) == pytest.approx(round(100.0 * correct / n, 2))
     manifest = json.loads(next((tmp_path / 'out').rglob(f'*_{DEMO_NAME}_manifest.json')).read_text())

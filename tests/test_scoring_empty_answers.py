@@ -121,4 +121,4 @@ def test_rococo_mcq_all_empty_scores_zero_every_item_counted(kit, tmp_path):
     n = len(frame)
     assert scores['accuracy'] == 0.0 and scores['n'] == n - 1
     assert scores['counts'] == {'items': n, 'scored': n - 1, 'empty': n - 1, 'inference_failures': 1,
-                                'unparsed': 0}
+                                'unparsed': 0, 'hedges': 0}

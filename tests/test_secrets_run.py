@@ -60,7 +60,7 @@ def test_no_key_in_any_file_or_output_of_a_run(tmp_path):
     assert server.log and all(r.had_auth for r in server.log)          # the key was really used
     files = [p for p in tmp_path.rglob('*') if p.is_file()]
     kinds = {p.suffix for p in files}
-    assert {'.log', '.json', '.jsonl', '.xlsx', '.tsv'} <= kinds, kinds   # logs, status, caches, results, data
+    assert {'.log', '.json', '.jsonl', '.tsv'} <= kinds, kinds   # logs, status, caches, results + predictions, data
     assert any(p.name == 'status.json' for p in files) and any(p.name.endswith('_manifest.json') for p in files)
     assert leaks(tmp_path) == []
     for stream in (proc.stdout, proc.stderr):

@@ -46,7 +46,7 @@ def _run(root: Path, code: str) -> str:
 
 def test_there_are_patches_and_each_has_its_reason():
     readme = (REPO_ROOT / 'upstream' / 'README.md').read_text()
-    assert len(PATCHES) == 2
+    assert len(PATCHES) == 3
     for patch in PATCHES:
         assert f'## {patch.name}' in readme
         assert patch.read_text().startswith('--- a/')
@@ -83,3 +83,16 @@ def test_keys_are_masked_in_the_argv_the_kit_stores(patched_kit):
     assert namespace['redact_kwargs']({'key': FAKE_KEY, 'model': 'm'}) == {'key': '***', 'model': 'm'}
     assert source.count('argv=redact_argv(sys.argv)') == 2 and 'argv=sys.argv' not in source
     assert 'API Key: {self.key}' not in (patched_kit / 'vlmeval' / 'api' / 'gpt.py').read_text()
+
+
+def test_replies_that_utf8_cannot_store_are_repaired_before_the_prediction_table(patched_kit):
+    import ast
+    source = (patched_kit / 'vlmeval' / 'inference.py').read_text()
+    tree = ast.parse(source)
+    nodes = [n for n in tree.body if getattr(n, 'name', None) == 'storable_text']
+    namespace: dict = {}
+    exec(compile(ast.Module(body=nodes, type_ignores=[]), 'inference.py', 'exec'), namespace)
+    repair = namespace['storable_text']
+    assert repair('\ud83d 3') == '\ufffd 3' and repair('a \ud83d\ude00') == 'a \U0001f600'
+    assert repair('plain é 😀') == 'plain é 😀'
+    assert source.count('storable_text(str(data_all[x]))') == 2 and 'prediction = [str(data_all[x])' not in source

@@ -16,6 +16,13 @@ before
 - prediction checkpoints of the requested model x dataset combinations that the kit could not load (a run killed
   while the kit rewrote one in place) are moved aside, each with one line saying what was lost, so the run can
   finish;
+- when every dataset of the run is ours and PRED_FORMAT (the kit's option) is not set, it is set to tsv, with one
+  line: TSV keeps each reply verbatim, the kit's default xlsx does not (see `prediction_format`);
+- replies in the checkpoints of our datasets that no UTF-8 file can hold (lone surrogates) are replaced by U+FFFD,
+  with one line, so a run that failed on one finishes when run again (also said after a failed run);
+
+during: what the kit prints goes through `core.secrets.redact` (a model answer echoing the key, printed with
+`verbose`, shows `***`);
 
 after (rank 0)
 - read the kit's status.json of this run: a combination the kit recorded as failed, one whose predictions all
@@ -238,6 +245,35 @@ def _config_dataset_names(plan: RunPlan) -> list[str]:
     return names or plan.datasets
 
 
+# ---- how the kit stores predictions -----------------------------------------------------------------------------
+PRED_FORMAT = 'PRED_FORMAT'     # the kit's documented option (vlmeval.smp.file.get_pred_file_format): xlsx by default
+
+
+def prediction_format(dataset_names, environ) -> tuple[str | None, str | None]:
+    """(value to give the kit's PRED_FORMAT or None, the line to say) for a run of these datasets.
+
+    Our datasets are scored from the model's exact text, which the kit's default xlsx does not keep: a cell holds
+    at most 32,767 characters (longer replies are cut), ms-vlmeval writes a reply starting with '=' as a live
+    formula, control characters become `_x0000_` escapes. TSV keeps text verbatim. When every dataset of the run is
+    ours and PRED_FORMAT is not set, the run writes TSV; otherwise the user's choice stands and we say what xlsx
+    costs (our reading refuses a reply cut at the cell limit and reads formulas as their text)."""
+    names = list(dataset_names)
+    ours = [n for n in names if _ours(n)]
+    if not ours:
+        return None, None
+    chosen = environ.get(PRED_FORMAT, '').strip().lower()
+    if chosen == '' and len(ours) == len(names):
+        return 'tsv', (f'{PRED_FORMAT}=tsv: the kit writes the predictions as TSV, which keeps each reply '
+                       'verbatim (its default xlsx cuts replies at 32,767 characters and can store a reply as a '
+                       f'formula); set {PRED_FORMAT}=xlsx to override')
+    if chosen in ('', 'xlsx'):
+        why = 'the kit\'s default' if chosen == '' else f'{PRED_FORMAT}=xlsx'
+        return None, (f'predictions of {", ".join(ours)} are written as xlsx ({why}): a reply longer than 32,767 '
+                      'characters is cut by the spreadsheet and its evaluation stops with a line naming the rows; '
+                      f'{PRED_FORMAT}=tsv keeps every reply verbatim')
+    return None, None
+
+
 # ---- endpoint checks -------------------------------------------------------------------------------------------
 def judge_preflight(args: argparse.Namespace, plan: RunPlan) -> bool:
     """With an API --judge for one of our datasets, one tiny call before inference (the kit would find a dead
@@ -351,6 +387,49 @@ def set_aside_unloadable(plan: RunPlan, world_size: int) -> list[str]:
                         continue           # another rank moved it first
                     line = (f'{path} cannot be loaded ({reason[:120]}); moved to {aside.name}. Lost: the '
                             f'{model} x {dataset} predictions it held; the kit asks for them again')
+                    say(line, 'WARNING')
+                    said.append(line)
+    return said
+
+
+def repair_unstorable_replies(plan: RunPlan, world_size: int, datasets=None) -> list[str]:
+    """Replace lone surrogates in the replies held by the checkpoints of our datasets (U+FFFD; a surrogate pair
+    split in two code points is joined); returns the lines said.
+
+    A model may send a lone surrogate ('\\ud83d', half an emoji); Python keeps it, but no UTF-8 file can: the kit's
+    table of predictions (pandas with Arrow strings) refuses it, the combination fails, and every rerun fails the
+    same way with 0 requests, because the checkpoint holds the same reply. Repaired here, the rerun finishes."""
+    import pickle
+
+    from vlmeval_ext.core.predictions import storable_text
+    said = []
+    for model in plan.models:
+        for run_dir in kit_run_dirs(plan.model_dir(model)):
+            for dataset in datasets or plan.datasets:
+                if not _ours(dataset):
+                    continue
+                for path in checkpoint_files(run_dir, model, dataset, world_size):
+                    if path.suffix != '.pkl':
+                        continue
+                    try:
+                        with open(path, 'rb') as f:
+                            held = pickle.load(f)      # the kit's own checkpoint, written by its dump()
+                    except Exception:  # unreadable: set_aside_unloadable deals with it
+                        continue
+                    if not isinstance(held, dict):
+                        continue
+                    fixed = [k for k, v in held.items() if isinstance(v, str) and storable_text(v) != v]
+                    if not fixed:
+                        continue
+                    for k in fixed:
+                        held[k] = storable_text(held[k])
+                    tmp = path.with_name(f'{path.name}.partial{os.getpid()}')
+                    with open(tmp, 'wb') as f:
+                        pickle.dump(held, f)
+                    os.replace(tmp, path)
+                    line = (f'{path}: {len(fixed)} repl(ies) of {model} on {dataset} (item(s) {fixed[:10]}) held a '
+                            'lone surrogate, which no UTF-8 file can store; replaced by U+FFFD so the '
+                            'predictions can be written')
                     say(line, 'WARNING')
                     said.append(line)
     return said
@@ -487,9 +566,14 @@ def judge_kwargs_of(args: argparse.Namespace) -> dict:
 
 def after_the_kit(args, plan: RunPlan, handed_args: list[str], started) -> int:
     failures = []
+    world_size = int(os.environ.get('WORLD_SIZE', 1))
     for outcome in outcomes(plan, handed_args, started):
         reason = failure_of(outcome)
         if reason:
+            single = RunPlan([outcome.model], [outcome.dataset], plan.work_dir, plan.config)
+            if _ours(outcome.dataset) and repair_unstorable_replies(single, world_size):
+                reason += ('; the replies that could not be stored are repaired in the checkpoint: run the same '
+                           'command again to finish (no reply is asked again)')
             failures.append(f'{outcome.model} x {outcome.dataset}: {reason}')
             continue
         pred = outcome.prediction_file
@@ -551,14 +635,22 @@ def _run(argv: list[str]) -> int:
         # Checked once for the whole run: our evaluate need not ask again. Only when every dataset is ours: the
         # kit hands every --judge-args key to its own judges, which send unknown keys in the request body.
         handed = with_judge_args(handed, {'preflight': False}, option_names)
+    fmt, line = prediction_format(_config_dataset_names(plan), os.environ)
+    if fmt:
+        os.environ[PRED_FORMAT] = fmt       # the kit's own option, set for this run and said on the console
+    if line:
+        say(line, 'INFO' if fmt else 'WARNING')
     world_size = int(os.environ.get('WORLD_SIZE', 1))
     with work_dir_lock(plan.work_dir, first_rank=int(os.environ.get('RANK', 0)) == 0):
         set_aside_unloadable(plan, world_size)
+        repair_unstorable_replies(plan, world_size)
         started = datetime.datetime.now().astimezone()
         saved_argv = sys.argv
         sys.argv = [entry.target, *handed]
+        from vlmeval_ext.core.secrets import masked_console
         try:
-            entry.run()
+            with masked_console():   # configured keys never reach the console (the kit prints answers with verbose)
+                entry.run()
         finally:
             sys.argv = saved_argv
         if int(os.environ.get('RANK', 0)) != 0:

@@ -67,15 +67,58 @@ def read_table(path: str | os.PathLike, encoding: str | None = None) -> pd.DataF
             except UnicodeDecodeError as err:
                 raise DataError(f'{path}: not UTF-8 ({err}); if it is latin-1, convert it or pass '
                                 "encoding='latin-1'") from err
-        if suffix in ('.xlsx', '.xls'):
-            # The kit writes its predictions with xlsxwriter, which stores Python strings as string cells: read
-            # back as text they are the model's exact output. (A cell stored as a number reads as its digits.)
+        if suffix == '.xlsx':
+            return read_xlsx_text(path)
+        if suffix == '.xls':
             return pd.read_excel(path, **as_text)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as err:
         if isinstance(err, DataError):
             raise
         raise DataError(f'{path}: cannot be parsed as {suffix[1:]}: {err}') from err
     raise DataError(f'{path}: unsupported file type {suffix!r} (use .tsv, .csv or .xlsx)')
+
+
+XLSX_CELL_LIMIT = 32_767   # the most characters an xlsx cell holds; the kit's writer cuts longer text there
+
+
+def read_xlsx_text(path) -> pd.DataFrame:
+    """The first sheet of an xlsx file, every cell as the text it holds (openpyxl, never a computed value).
+
+    A formula cell reads as its formula text ('=1+1'), not as the value a spreadsheet program would compute or the
+    cached value the writer stored (xlsxwriter stores 0): ms-vlmeval's writer turns a model reply that starts with
+    '=' into a formula. Numbers read as pandas writes them as text ('3', '0.5'), an empty cell as ''. (xlsx keeps
+    no control characters: the writer stores them as `_x0000_` escapes, read here as written.)
+    """
+    import openpyxl
+    from openpyxl.utils.exceptions import InvalidFileException
+    try:
+        book = openpyxl.load_workbook(path, read_only=True, data_only=False)
+    except (InvalidFileException, OSError, KeyError, ValueError) as err:
+        raise DataError(f'{path}: cannot be parsed as xlsx: {err}') from err
+    try:
+        rows = [[_xlsx_text(v) for v in row] for row in book.worksheets[0].iter_rows(values_only=True)]
+    finally:
+        book.close()
+    if not rows:
+        raise DataError(f'{path}: the first sheet is empty')
+    header, body = rows[0], rows[1:]
+    while header and header[-1] == '':
+        header.pop()
+    width = len(header)
+    body = [(r + [''] * width)[:width] for r in body]
+    while body and not any(body[-1]):
+        body.pop()
+    return pd.DataFrame(body, columns=header, dtype=object)
+
+
+def _xlsx_text(value) -> str:
+    if value is None:
+        return ''
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def int_cell(value, path, row: int, column: str, lo: int | None = None, hi: int | None = None) -> int:
@@ -114,11 +157,66 @@ def load_predictions(path, required=('index', 'prediction')) -> pd.DataFrame:
     """
     df = read_table(path)
     require_columns(df, required, path)
+    if str(path).lower().endswith('.xlsx') and 'prediction' in df.columns:
+        cut = [i + 2 for i, v in enumerate(df['prediction']) if len(v) == XLSX_CELL_LIMIT]
+        if cut:
+            raise DataError(f'{path}: column \'prediction\' holds {len(cut)} reply(s) of exactly {XLSX_CELL_LIMIT:,} '
+                            f'characters (row(s) {cut[:10]}), the most an xlsx cell holds: the spreadsheet cut them '
+                            'and their ends (the final answers) are not in the file. Nothing was scored. Write the '
+                            'predictions as TSV (PRED_FORMAT=tsv, the kit\'s option; vlmeval-ext\'s run.py sets it '
+                            'for its datasets) and run again')
+    if 'prediction' in df.columns:
+        mask_keys_in_predictions(df, path)
     if 'index' in df.columns:
         check_unique_index(df, path)
         if len(df) and all(_is_int_text(x) for x in df['index']):
             df['index'] = [int(x) for x in df['index']]
     return df
+
+
+def mask_keys_in_predictions(df: pd.DataFrame, path) -> int:
+    """Mask the configured API keys (vlmeval_ext.core.secrets.configured_keys) in the prediction column, in `df` and
+    in the file itself; returns the number of cells masked.
+
+    A gateway may echo the request's key in a 200 answer; the kit stores it as the model's reply. Masked here, it
+    reaches no score, item table or console, and the predictions file no longer holds it (rewritten in place,
+    atomically, with one line saying so)."""
+    from vlmeval_ext.core.secrets import MASK, configured_keys
+    keys = configured_keys()
+    if not keys:
+        return 0
+    hit = [i for i, v in enumerate(df['prediction']) if isinstance(v, str) and any(k in v for k in keys)]
+    if not hit:
+        return 0
+    column = list(df['prediction'])
+    for i in hit:
+        for key in keys:
+            column[i] = column[i].replace(key, MASK)
+    df['prediction'] = column
+    _rewrite(df, path)
+    import sys
+    print(f'[vlmeval-ext] WARNING: {path}: {len(hit)} prediction(s) held a configured API key (row(s) '
+          f'{[i + 2 for i in hit][:10]}), an endpoint echoing it back; masked as {MASK} in the file and in every '
+          'score', file=sys.stderr, flush=True)
+    return len(hit)
+
+
+def _rewrite(df: pd.DataFrame, path) -> None:
+    """Write a predictions table back in its own format (atomic): TSV all quoted as the kit writes it, xlsx with
+    every cell a string (never a formula or a link)."""
+    import csv
+    path = str(path)
+    suffix = os.path.splitext(path)[1].lower()
+    tmp = f'{path}.partial{os.getpid()}{suffix}'
+    if suffix == '.tsv':
+        df.to_csv(tmp, sep='\t', index=False, encoding='utf-8', quoting=csv.QUOTE_ALL)
+    elif suffix == '.csv':
+        df.to_csv(tmp, index=False, encoding='utf-8', quoting=csv.QUOTE_ALL)
+    else:
+        options = {'strings_to_formulas': False, 'strings_to_urls': False, 'strings_to_numbers': False}
+        with pd.ExcelWriter(tmp, engine='xlsxwriter', engine_kwargs={'options': options}) as writer:
+            df.to_excel(writer, index=False)
+    os.replace(tmp, path)
 
 
 def _is_int_text(text: str) -> bool:

@@ -52,3 +52,11 @@ def prediction_text(value) -> str:
     if kind == FAILED:
         raise ValueError('an inference failure has no text to score')
     return '' if kind == EMPTY and not isinstance(value, str) else value
+
+
+def storable_text(text: str) -> str:
+    """text that UTF-8 can store: a surrogate pair split in two code points joined, a lone surrogate replaced by
+    U+FFFD (a model reply may hold half an emoji, '\\ud83d'); any other text unchanged."""
+    if not any('\ud800' <= ch <= '\udfff' for ch in text):
+        return text
+    return text.encode('utf-16-le', 'surrogatepass').decode('utf-16-le', 'replace')

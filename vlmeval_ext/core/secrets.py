@@ -5,9 +5,12 @@ handler formats the record, so no file handler of the kit or ours can write a ke
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import re
+import sys
 
 MASK = '***'
 _KEY_ENV = re.compile(r'(KEY|TOKEN|SECRET|PASSWORD)', re.I)
@@ -23,6 +26,13 @@ def secret_values() -> list[str]:
     """Values of environment variables whose names say they hold secrets (long enough to be keys)."""
     return sorted({v for k, v in os.environ.items() if _KEY_ENV.search(k) and v and len(v) >= 6},
                   key=len, reverse=True)
+
+
+def configured_keys() -> list[str]:
+    """The secret_values that look like API keys (12+ characters, one token, a digit among them): what may be masked
+    in a model's reply without touching ordinary words (a KEYBOARD_LAYOUT=english must not mask 'english')."""
+    return [v for v in secret_values()
+            if len(v) >= 12 and re.fullmatch(r'[\w\-.:/+=]+', v) and any(c.isdigit() for c in v)]
 
 
 def redact(text: str, extra: tuple[str, ...] = ()) -> str:
@@ -52,3 +62,43 @@ def install_log_redaction() -> None:
         return record
 
     logging.setLogRecordFactory(factory)
+
+
+class MaskedStream(io.TextIOBase):
+    """A console stream that writes through `redact`: what the kit prints (`--verbose` prints each model answer,
+    which an endpoint echoing the request's key would carry) reaches the console without a key."""
+
+    def __init__(self, stream):
+        super().__init__()
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self._stream, 'encoding', 'utf-8')
+
+    def __getattr__(self, name):     # buffer, reconfigure, ...: the wrapped stream's own
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def masked_console():
+    """sys.stdout and sys.stderr write through `redact` inside the block (the launcher runs the kit in it)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MaskedStream(saved[0]), MaskedStream(saved[1])
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

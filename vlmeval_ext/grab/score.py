@@ -104,11 +104,26 @@ def final_answer_region(response: str) -> tuple[str, bool]:
     boxed = re.findall(r'\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}', response)
     if boxed:
         return boxed[-1], True
-    for marker in reversed(list(_MARKER_RE.finditer(response))):
-        rest = response[marker.end():]
-        if re.search(r'\d', rest):
-            return rest, True
+    last_digit = _last_digit_at(response)
+    # The last marker that ends before the last digit (one pass: a reply of many markers without a digit after
+    # them must not be searched again from each marker).
+    best = None
+    for marker in _MARKER_RE.finditer(response):
+        if marker.end() > last_digit:
+            break
+        best = marker
+    if best is not None:
+        return response[best.end():], True
     return response, False
+
+
+def _last_digit_at(text: str) -> int:
+    """Index of the last decimal digit in text (-1 without one), as re's \\d sees digits."""
+    m = _LAST_DIGIT_RE.search(text)
+    return m.start() if m else -1
+
+
+_LAST_DIGIT_RE = re.compile(r'\d\D*\Z')    # linear: each try runs only to the next digit
 
 
 def _to_decimal(token: str) -> Optional[Decimal]:
@@ -204,13 +219,18 @@ def parse_equation(text: str):
     return 'poly', powers
 
 
+MAX_EQUATION_CHARS = 200   # the longest GRAB equation answer is under 40 characters
+
+
 def extract_equation(response: str):
     """Parsed equation after the last "y =" (or "f(x) =") in the response, or None."""
     text = normalize_text(response).replace('**', '^')
     starts = list(_EQUATION_START.finditer(text))
     if not starts:
         return None
-    rhs = _EQUATION_CHARS.match(text, starts[-1].end()).group(0)
+    # Capped: GRAB equations are short, and each trimming step below re-parses the whole text (a reply of
+    # 1 MB after "y =" would take hours).
+    rhs = _EQUATION_CHARS.match(text, starts[-1].end()).group(0)[:MAX_EQUATION_CHARS]
     # Trailing prose may leave an unmatched fragment ("... + 3. So"): trim from the right until it parses.
     rhs = rhs.strip()
     while rhs:

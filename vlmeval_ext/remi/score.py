@@ -27,6 +27,7 @@ from vlmeval_ext.core.predictions import EMPTY, FAILED, classify_prediction, pre
 
 # Why an output scored as wrong without reaching the task rule (each is counted in the score file).
 NO_JSON, NOT_OBJECT, NO_ANSWER_FIELD, EMPTY_ANSWER = 'no_json', 'not_object', 'no_answer_field', 'empty_answer'
+TOO_DEEP = 'too_deep'   # brackets nested deeper than MAX_NESTING: not read (bounded work), wrong
 INFERENCE_FAILURE = 'inference_failure'   # the kit's failure text (vlmeval_ext.core.predictions): not scored
 SCORINGS = ('official', 'lenient')
 
@@ -50,7 +51,7 @@ def _json_values(text: str) -> list:
         if char in '{[':
             try:
                 value, _ = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError:
+            except ValueError:          # JSONDecodeError, or an integer beyond Python's digit limit
                 continue
             values.append(value)
     return values
@@ -61,7 +62,7 @@ def _loads_lenient(text: str):
     for attempt in (text, _BAD_ESCAPE.sub(r'\\\\', text)):
         try:
             return json.loads(attempt)
-        except json.JSONDecodeError:
+        except ValueError:              # JSONDecodeError, or an integer beyond Python's digit limit
             continue
     try:
         value = ast.literal_eval(text)
@@ -71,6 +72,7 @@ def _loads_lenient(text: str):
 
 
 SCAN_EDGE = 32_768   # a long output is searched for embedded JSON in its first and last 32 KB only
+MAX_FENCES = 8       # and in its first and last 8 ```json fences
 
 
 def _scan_window(text: str) -> list[str]:
@@ -84,7 +86,10 @@ def _scan_window(text: str) -> list[str]:
 def _find_object(text: str):
     """(value, found_any_json): the dict to read, preferring one with an "answer" key."""
     stripped = text.strip()
-    candidates = [m.group(1).strip() for m in _FENCE.finditer(stripped)] + [stripped]
+    fenced = [m.group(1).strip() for m in _FENCE.finditer(stripped)]
+    if len(fenced) > 2 * MAX_FENCES:     # a reply of 1 MB of ``` holds 170,000 fences: read the first and last
+        fenced = fenced[:MAX_FENCES] + fenced[-MAX_FENCES:]
+    candidates = [c for c in fenced if c] + [stripped]
     whole = []
     for candidate in candidates:
         value = _loads_lenient(candidate)
@@ -124,11 +129,34 @@ def answer_to_text(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+MAX_NESTING = 100   # the lenient reading looks for JSON only in outputs whose brackets nest at most this deep
+_BRACKETS = re.compile(r'[\[\]{}]')
+_DEPTH_STEP = {'[': 1, '{': 1, ']': -1, '}': -1}
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest bracket nesting in text, strings not told apart (an upper bound of any JSON value's depth);
+    one linear pass."""
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        depth = max(0, depth + _DEPTH_STEP[m.group()])
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def extract_answer(output, field: str = 'answer') -> tuple[str | None, str]:
-    """(answer text, status). status is 'ok' or why the output counts as a wrong answer. Never raises."""
+    """(answer text, status). status is 'ok' or why the output counts as a wrong answer. Never raises.
+
+    An output whose brackets nest deeper than MAX_NESTING is not searched (TOO_DEEP): each '[' of 5,000 would
+    start a decode thousands of levels deep (minutes, or a RecursionError)."""
     if not isinstance(output, str):
         output = '' if output is None else str(output)
-    value, found = _find_object(output)
+    if nesting_depth(output) > MAX_NESTING:
+        return None, TOO_DEEP
+    try:
+        value, found = _find_object(output)
+    except RecursionError:          # belt and braces: the depth check above keeps every decode shallow
+        return None, TOO_DEEP
     if not found:
         return None, NO_JSON
     if not isinstance(value, dict):
@@ -239,9 +267,10 @@ def official_json_text(output: str) -> str:
 def official_prediction(output: str) -> str:
     """The snippet's get_pred: the "answer" value as lower-case text cut at the first '%' and stripped, or BAD_JSON.
 
-    Before parsing, the pairs backslash-quote are deleted and then every remaining backslash. Deviation (the
+    Before parsing, the pairs backslash-quote are deleted and then every remaining backslash. Deviations (the
     snippet would stop with an exception): a JSON text that json.loads refuses with RecursionError or with
-    ValueError (integers beyond Python's digit limit) is BAD_JSON too.
+    ValueError (integers beyond Python's digit limit), and an "answer" nested too deep for str() (RecursionError),
+    are BAD_JSON too.
     """
     text = official_json_text(output).replace('\\"', '').replace('\\', '')
     try:
@@ -250,7 +279,11 @@ def official_prediction(output: str) -> str:
         return BAD_JSON
     if not isinstance(value, dict) or 'answer' not in value:   # text starts with '{': always a dict when it parses
         return BAD_JSON
-    return str(value['answer']).lower().split('%')[0].strip()
+    try:
+        answer = str(value['answer'])
+    except RecursionError:
+        return BAD_JSON
+    return answer.lower().split('%')[0].strip()
 
 
 def official_label(label: str) -> str:

@@ -301,26 +301,13 @@ def retrieval_table(result: dict) -> pd.DataFrame:
 
 
 # -------------------------------------------------------------------------------------------- MCQ scoring
-def read_choice(reply, options: dict, kit_infer: Callable | None = None) -> tuple[str | None, str]:
-    """(letter or None, how): a leading letter first; else the kit's can_infer (a lone option letter, or the
-    text of exactly one option). A refusal ('Z') or no match is None -- never a random option."""
-    if not isinstance(reply, str) or not reply.strip():
-        return None, 'empty'
-    letter = Q.parse_letter(reply, list(options))
-    if letter:
-        return letter, 'letter'
-    if kit_infer is not None:
-        found = kit_infer(reply, dict(options))       # the kit lowercases the dict it is given: pass a copy
-        if found and found in options:
-            return found, 'kit_can_infer'
-    return None, 'unparsed'
-
-
-def score_mcq(preds: pd.DataFrame, source: str, kit_infer: Callable | None = None) -> tuple[dict, pd.DataFrame]:
+def score_mcq(preds: pd.DataFrame, source: str) -> tuple[dict, pd.DataFrame]:
     """Accuracy, twin rate and the parse accounting of a RoCOCO-MCQ predictions file.
 
     vlmeval_ext.core.predictions decides what a reply is: the kit's exact failure text is excluded and counted; an
-    empty reply is an answer that names no option (wrong, counted as `empty`)."""
+    empty reply is an answer that names no option (wrong, counted as `empty`). A reply is read by
+    mcq.parse_choice: a stated capital letter, or the text of exactly one option; hedges and the rest are counted
+    (`hedge`, `unparsed`), never guessed."""
     rows = []
     letters = [c for c in Q.LETTERS if c in preds.columns]
     for pos, item in enumerate(preds.to_dict('records')):
@@ -333,7 +320,7 @@ def score_mcq(preds: pd.DataFrame, source: str, kit_infer: Callable | None = Non
         if classify_prediction(reply) == FAILED:
             choice, how = None, 'inference_failed'
         else:
-            choice, how = read_choice(prediction_text(reply), options, kit_infer)
+            choice, how = Q.parse_choice(prediction_text(reply), options)
         rows.append({'index': item['index'], 'answer': item['answer'], 'twin': item['twin'], 'choice': choice,
                      'how': how, 'n_options': len(options),
                      'prediction': reply if isinstance(reply, str) else ''})

@@ -51,21 +51,20 @@ class RoCOCOMCQ(RoCOCOMCQEvaluator, ExtImageDataset):
         return _prepare(name, source_dir, coco_root)
 
     def evaluate(self, eval_file, **judge_kwargs):
-        from vlmeval.utils.matching_util import can_infer
-
         preds = load_predictions(eval_file, required=('index', 'question', 'A', 'B', 'C', 'answer', 'twin',
                                                       'prediction'))
         coverage = check_against_dataset(preds, eval_file, type(self), self.dataset_name,
                                          answer_columns=('answer', 'twin', 'A', 'B', 'C'))
-        result, items = D.score_mcq(preds, str(eval_file), kit_infer=can_infer)
+        result, items = D.score_mcq(preds, str(eval_file))
         attack = str(preds['attack'].iloc[0]) if 'attack' in preds else self.dataset_name.split('-')[-1]
         scores = {'dataset': self.dataset_name, 'attack': attack, **result,
                   'counts': {'items': result['n_items'], 'scored': result['n'], 'empty': result['empty'],
                              'inference_failures': result['inference_failed'],
-                             'unparsed': result['parsed_by'].get('unparsed', 0)},
+                             'unparsed': result['parsed_by'].get('unparsed', 0) + result['parsed_by'].get('hedge', 0),
+                             'hedges': result['parsed_by'].get('hedge', 0)},
                   'judge': None,
-                  'note': 'percent of scored items; empty and unparsed replies count as wrong, the kit\'s inference '
-                          'failures are excluded; all are counted',
+                  'note': 'percent of scored items; empty, hedged and unparsed replies count as wrong, the kit\'s '
+                          'inference failures are excluded; all are counted',
                   'coverage': coverage}
         write_json(scores, stem_path(eval_file, '_score.json'))
         table = pd.DataFrame([{'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),

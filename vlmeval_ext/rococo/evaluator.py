@@ -1,5 +1,5 @@
 """RoCOCO's evaluators (kit-free): names, run records, naive baseline, and the retrieval evaluate (ranking of the
-model's embeddings); `rococo.dataset` adds loading, prompts and the MCQ evaluate (it uses the kit's can_infer)."""
+model's embeddings); `rococo.dataset` adds loading, prompts and the MCQ evaluate."""
 from __future__ import annotations
 
 from vlmeval_ext.core.evaluation import ExtEvaluation
@@ -9,8 +9,8 @@ from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
 from vlmeval_ext.rococo.report import retrieval_result_table
 
-NO_JUDGE = {'model': 'none (rule-based: leading letter, then the kit can_infer)', 'mode': 'rule', 'retries': 0,
-            'endpoint_host': None}
+NO_JUDGE = {'model': 'none (rule-based: a stated capital letter, else the text of exactly one option)',
+            'mode': 'rule', 'retries': 0, 'endpoint_host': None}
 
 
 # Weight-free smoke tests of the retrieval pipeline (embed.SmokeHashEmbedder), not models.

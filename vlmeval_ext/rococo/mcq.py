@@ -53,17 +53,74 @@ def prompt_text(item: dict) -> str:
     return f'Question: {item["question"]}\nOptions:\n{options}\n{INSTRUCTION}'
 
 
-_LETTER = re.compile(r'^\s*(?:answer\s*(?:is)?\s*[:：]?\s*)?[\(\[]?([A-E])[\)\]\.:]?(?:\s|$)', re.I)
+# A letter is a commitment only as a standalone capital option: the whole reply ('B', '(B)', 'B.', '**B**'), after
+# an answer phrase ('Answer: B', 'The answer is (B).'), or as a leading marker before text ('B. a dog', '(B) a dog').
+# Case matters: 'a man riding ...' is an article, not option A.
+_ANSWER_PHRASE = r'(?:(?i:the\s+)?(?i:correct\s+)?(?i:answer|option|choice)\s*(?i:is)?\s*[:：]?\s*)'
+_LETTER_ALONE = re.compile(r'[\s*]*[\(\[]?([A-E])[\)\]]?[\s*.:]*')
+_LETTER_AFTER_PHRASE = re.compile(r'[\s*]*' + _ANSWER_PHRASE + r'[*]*[\(\[]?([A-E])(?![\w\'’])(\s+[a-z])?')
+_LETTER_MARKER = re.compile(r'[\s*]*(?:\(([A-E])\)|\[([A-E])\]|([A-E])[.):])[*]*\s+\S')
+# A capital option letter standing alone in running text ('B or C', 'A B C D'); 'A' before a lower-case word is the
+# article ('A man riding ...'), so it is left out.
+_STANDALONE = re.compile(r"(?<![\w'’])([A-E])(?![\w'’])(\s+[a-z])?")
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 
 
 def parse_letter(reply, letters: Sequence[str]) -> str | None:
-    """The option letter a reply commits to ('B', 'B.', '(B)', 'Answer: B ...'); None when it does not."""
+    """The option letter a reply states: 'B', '(B)', 'B.', 'Answer: B', 'The answer is (B) because ...', or a
+    leading marker 'B. <text>' / '(B) <text>'. Capital letters only ('a man ...' is an article, not option A);
+    None when the reply states none."""
     if not isinstance(reply, str):
         return None
-    m = _LETTER.match(reply)
-    if m and m.group(1).upper() in letters:
-        return m.group(1).upper()
-    return None
+    letter = None
+    if m := _LETTER_ALONE.fullmatch(reply):
+        letter = m.group(1)
+    elif m := _LETTER_AFTER_PHRASE.match(reply):
+        letter = None if m.group(1) == 'A' and m.group(2) else m.group(1)      # 'Answer: A man ...' is prose
+    elif m := _LETTER_MARKER.match(reply):
+        letter = m.group(1) or m.group(2) or m.group(3)
+    return letter if letter and letter in letters else None
+
+
+def standalone_letters(text: str, letters) -> set[str]:
+    """Option letters standing alone in the text ('B or C' -> {B, C}); the article 'A' is not one."""
+    return {m.group(1) for m in _STANDALONE.finditer(text)
+            if m.group(1) in letters and not (m.group(1) == 'A' and m.group(2))}
+
+
+def words(text: str) -> str:
+    """Lower-cased words joined by single spaces: how an option's text is found in a reply (linear time)."""
+    return ' '.join(_WORD.findall(text.lower()))
+
+
+def quoted_options(reply: str, options: dict) -> list[str]:
+    """The options whose whole text (as words) the reply contains."""
+    padded = f' {words(reply)} '
+    return [c for c, text in options.items() if words(text) and f' {words(text)} ' in padded]
+
+
+def parse_choice(reply, options: dict) -> tuple[str | None, str]:
+    """(letter or None, how) for one reply; `options` maps letters to option texts.
+
+    how: 'letter' (a stated letter, see parse_letter), 'text' (the reply quotes exactly one option's text), 'hedge'
+    (two or more option letters, or a letter contradicted by the quoted text: 'B or C', 'A B C D'), 'empty',
+    'unparsed'. Only 'letter' and 'text' name a choice; the others are counted, never guessed."""
+    if not isinstance(reply, str) or not reply.strip():
+        return None, 'empty'
+    quoted = quoted_options(reply, options)
+    rest = reply
+    for c in quoted:                     # the quoted captions' own words ('A man ...') are not letters
+        rest = re.sub(r'(?<![\w])' + r'\W+'.join(map(re.escape, words(options[c]).split())) + r'(?![\w])', ' ',
+                      rest, flags=re.I)
+    standalone = standalone_letters(rest, options)
+    letter = parse_letter(reply, list(options))
+    if len(standalone) > 1 or (letter and quoted and quoted != [letter]):
+        return None, 'hedge'
+    if letter:
+        return letter, 'letter'
+    if len(quoted) == 1:
+        return quoted[0], 'text'
+    return None, 'hedge' if len(quoted) > 1 else 'unparsed'
 
 
 def score(rows: Sequence[dict]) -> dict:
