@@ -183,6 +183,10 @@ def main():
              'mode.', '',
              '| mode | run | judge requests | calls made | verdicts reused | wall (s) | Overall abs / rel | |',
              '|---|---|---|---|---|---|---|---|', *rerun, '',
+             'Goals: the same predictions evaluated again in a new work dir make 0 judge calls with identical '
+             'scores (rows "same predictions, new work dir": judge requests, tables, per-item scores); one '
+             'prediction changed makes only that item\'s calls (rows "one VQA dis prediction changed": its dis and '
+             'com verdicts, x5 repeats in official mode). Command below.', '',
              f'## Lookup overhead at 25,000 cached verdicts (judge {args.latency * 1000:.0f} ms per call, '
              f'--api-nproc {args.nproc})', '',
              '| run | wall (s) | share of the judging run | |', '|---|---|---|---|', *overhead, '',
