@@ -120,3 +120,18 @@ def test_make_mixed_names_missing_image(tmp_path):
     paths = _write_images(tmp_path / 'coco', 3) + ['val2014/COCO_val2014_missing.jpg']
     with pytest.raises(FileNotFoundError, match='annotation row 3'):
         M.make_mixed(paths, tmp_path / 'coco', tmp_path / 'o', 'patch', seed=1, progress=False)
+
+
+def test_mixed_images_are_stored_as_torchvision_save_image_writes_them(tmp_path):
+    """COCO names end in .jpg: the stored mixed image is byte for byte what the official save_image writes (JPEG,
+    quality 75), not a lossless PNG five times its size."""
+    from torchvision.utils import save_image
+
+    batch = torch.rand(2, 3, 384, 384, generator=torch.Generator().manual_seed(0))
+    ours = M.apply_batch(batch.numpy(), M.MixBatch([0, 1], [1, 0], None), "mix")
+    official = M.LAM * batch + (1 - M.LAM) * batch[torch.tensor([1, 0])]      # mix_images.py, then save_image
+    for k in range(2):
+        M.save_mixed(ours[k], tmp_path / f'ours_{k}.jpg')
+        save_image(official[k], tmp_path / f'official_{k}.jpg')
+        assert (tmp_path / f'ours_{k}.jpg').read_bytes() == (tmp_path / f'official_{k}.jpg').read_bytes()
+        assert Image.open(tmp_path / f'ours_{k}.jpg').format == 'JPEG'

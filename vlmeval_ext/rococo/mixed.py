@@ -27,6 +27,11 @@ BATCH_SIZE = 64
 LAM = 0.9
 SEEDS = (1, 10, 100)
 METHODS = ('mix', 'patch')
+# torchvision's save_image hands the uint8 image to Pillow with the format taken from the file name: the COCO
+# names end in .jpg, so the official mixed images are JPEG at Pillow's default quality, 75 (~20-30 KB at
+# 384x384, benchmarks/scale.md). Writing them the same way keeps the gallery the paper scored; lossless PNG would
+# be ~5x larger and a different gallery.
+JPEG_QUALITY = 75
 
 
 @dataclass
@@ -115,6 +120,16 @@ def make_mixed(image_paths: list[str], coco_root: str | Path, out_dir: str | Pat
         mixed = apply_batch(stack, batch, method, lam)
         for row, i in enumerate(batch.indices):
             target = out_dir / os.path.basename(image_paths[i])
-            Image.fromarray(mixed[row]).save(target)               # format from the extension, like save_image
+            save_mixed(mixed[row], target)
             written.append(target)
     return written
+
+
+def save_mixed(array: np.ndarray, target: Path) -> None:
+    """One mixed image as the official save_image writes it: the format from the file name (JPEG for COCO's .jpg
+    names, at quality JPEG_QUALITY, Pillow's default)."""
+    image = Image.fromarray(array)
+    if target.suffix.lower() in ('.jpg', '.jpeg'):
+        image.save(target, format='JPEG', quality=JPEG_QUALITY)
+    else:
+        image.save(target)
