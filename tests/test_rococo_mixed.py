@@ -135,3 +135,12 @@ def test_mixed_images_are_stored_as_torchvision_save_image_writes_them(tmp_path)
         save_image(official[k], tmp_path / f'official_{k}.jpg')
         assert (tmp_path / f'ours_{k}.jpg').read_bytes() == (tmp_path / f'official_{k}.jpg').read_bytes()
         assert Image.open(tmp_path / f'ours_{k}.jpg').format == 'JPEG'
+
+
+def test_mix_one_image_at_a_time_equals_the_batch_expression():
+    """apply_batch mixes image by image (memory); the values are those of the official batch expression."""
+    x = torch.rand(5, 3, 384, 384, generator=torch.Generator().manual_seed(3))
+    batch = M.MixBatch(indices=list(range(5)), partner=[3, 0, 4, 1, 2], box=None)
+    official = M.LAM * x + (1 - M.LAM) * x[torch.as_tensor(batch.partner), :]
+    want = official.mul(255).add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1).to('cpu', torch.uint8).numpy()
+    assert np.array_equal(M.apply_batch(x.clone().numpy(), batch, 'mix'), want)
