@@ -28,9 +28,9 @@ LAM = 0.9
 SEEDS = (1, 10, 100)
 METHODS = ('mix', 'patch')
 # torchvision's save_image hands the uint8 image to Pillow with the format taken from the file name: the COCO
-# names end in .jpg, so the official mixed images are JPEG at Pillow's default quality, 75 (~20-30 KB at
-# 384x384, benchmarks/scale.md). Writing them the same way keeps the gallery the paper scored; lossless PNG would
-# be ~5x larger and a different gallery.
+# names end in .jpg, so the official mixed images are JPEG at Pillow's default quality, 75 (~21 KB at 384x384,
+# benchmarks/scale.md). Writing them the same way keeps the gallery the paper scored; lossless PNG would be ~9x
+# larger and a different gallery.
 JPEG_QUALITY = 75
 
 
