@@ -412,7 +412,7 @@ def write_report(a, results: dict, evals: dict, runs: list) -> None:
               '(its ImageBaseDataset keeps `data` as one table); its growth is the last column above.',
               '- Where a goal is missed: RoCOCO `prepare` is flat but above 1 GB. torch\'s import is 0.69 GB (the '
               'official mixing order and arithmetic are torch\'s randperm and float32 ops); one mixing batch of 64 '
-              'images is ~0.25 GB (input, output, uint8 copy); the rest is allocator slack that does not grow '
+              'images is ~0.25 GB (input, output, uint8 copy); the rest (~0.65 GB) was not broken down further; it does not grow '
               'with the item count. A smaller batch would change the official partner draws, so it stays 64.',
               '- Read the kit-build extrapolation with care where N -> 2N changes by a few hundredths of a GB (GRAB: '
               'the sampling noise is scaled up ~45x); where it is larger (R-Bench, RoCOCO) the kit holds about '
