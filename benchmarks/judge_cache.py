@@ -43,20 +43,28 @@ def _judge_reply(body) -> str:
     return deterministic_judge(text) if RB_MARK in text else 'ready'
 
 
-def _serve(port_queue, stop_event, count_queue) -> None:
+def _serve(port_queue, stop_event, count_queue, port: int = 0) -> None:
     """The judge in its own process, as a real endpoint is; reports how many R-Bench requests it answered."""
-    with LoopbackServer() as server:
+    with LoopbackServer(port=port) as server:
         server.default = _judge_reply
         port_queue.put(server.port)
         stop_event.wait()
         count_queue.put(server.count(RB_MARK))
 
 
-def with_judge(fn):
-    """(fn(), judge requests it caused): fn runs against a fresh judge process (OPENAI_API_BASE points at it)."""
+def free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def with_judge(fn, port: int = 0):
+    """(fn(), judge requests it caused): fn runs against a fresh judge process (OPENAI_API_BASE points at it).
+    Verdicts are cached per endpoint (host:port/path): runs that must share verdicts pass the same port."""
     ctx = mp.get_context('fork')
     ports, counts, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-    proc = ctx.Process(target=_serve, args=(ports, stop, counts), daemon=True)
+    proc = ctx.Process(target=_serve, args=(ports, stop, counts, port), daemon=True)
     proc.start()
     try:
         os.environ['OPENAI_API_BASE'] = f'http://127.0.0.1:{ports.get(timeout=60)}/v1/chat/completions'
@@ -100,14 +108,15 @@ def evaluate(path: Path, mode: str) -> tuple[dict, float]:
 
 def rerun_figures(fixtures: Path, mode: str, root: Path) -> list[str]:
     os.environ['VLMEVAL_EXT_CACHE'] = str(root / f'cache-{mode}')
+    port = free_port()                    # the same judge endpoint for the three runs, as a user's would be
     first = write_predictions(root / mode / 'run1', fixtures)
-    (s1, w1), n1 = with_judge(lambda: evaluate(first, mode))
+    (s1, w1), n1 = with_judge(lambda: evaluate(first, mode), port)
     second = root / mode / 'run2' / first.name
     second.parent.mkdir(parents=True)
     shutil.copyfile(first, second)
-    (s2, w2), n2 = with_judge(lambda: evaluate(second, mode))
+    (s2, w2), n2 = with_judge(lambda: evaluate(second, mode), port)
     changed = write_predictions(root / mode / 'run3', fixtures, change_one=True)
-    (s3, w3), n3 = with_judge(lambda: evaluate(changed, mode))
+    (s3, w3), n3 = with_judge(lambda: evaluate(changed, mode), port)
     same = s2['absolute'] == s1['absolute'] and s2['relative'] == s1['relative']
     csv1 = first.with_name(first.stem + '_scores.csv').read_text()
     csv2 = second.with_name(second.stem + '_scores.csv').read_text()
@@ -183,6 +192,10 @@ def main():
              'mode.', '',
              '| mode | run | judge requests | calls made | verdicts reused | wall (s) | Overall abs / rel | |',
              '|---|---|---|---|---|---|---|---|', *rerun, '',
+             'Goals: the same predictions evaluated again in a new work dir make 0 judge calls with identical '
+             'scores (rows "same predictions, new work dir": judge requests, tables, per-item scores); one '
+             'prediction changed makes only that item\'s calls (rows "one VQA dis prediction changed": its dis and '
+             'com verdicts, x5 repeats in official mode). Command below.', '',
              f'## Lookup overhead at 25,000 cached verdicts (judge {args.latency * 1000:.0f} ms per call, '
              f'--api-nproc {args.nproc})', '',
              '| run | wall (s) | share of the judging run | |', '|---|---|---|---|', *overhead, '',

@@ -25,9 +25,10 @@ from scipy.stats import spearmanr
 
 from vlmeval_ext.rbench.fixtures import llava15_items, read_official_results
 from vlmeval_ext.testing.fixtures import unpacked_fixtures  # noqa: E402
-from vlmeval_ext.rbench.offline_judge import (CAP_FEATURES, OFFLINE_LABEL, VQA_FEATURES, OfflineJudge, _norm,
-                                              _alternatives, apply_linear, cap_verdicts, fit_linear,
-                                              votes_for)
+from vlmeval_ext.rbench.offline_judge import (CAP_FEATURES, CAP_TOKEN_FEATURES, OFFLINE_LABEL, VQA_FEATURES,
+                                              VQA_TOKEN_FEATURES, OfflineJudge, _norm,
+                                              _alternatives, _sentences, apply_linear, cap_verdicts,
+                                              fit_linear, votes_for)
 
 ALPHA = 1.0                                    # ridge penalty (standardised features)
 CAP_GRID = np.round(np.arange(0.0, 1.001, 0.025), 3)
@@ -39,10 +40,10 @@ def agreement(s, gpt):
 
 
 # ------------------------------------------------------------------------------------------------------ VQA
-def vqa_fit(feats, exact, gpt, idx):
+def vqa_fit(feats, exact, gpt, idx, names=VQA_FEATURES):
     idx = [i for i in idx if not exact[i]]
-    X = np.array([[feats[i][k] for k in VQA_FEATURES] for i in idx])
-    return fit_linear(X, gpt[idx], VQA_FEATURES, ALPHA)
+    X = np.array([[feats[i][k] for k in names] for i in idx])
+    return fit_linear(X, gpt[idx], names, ALPHA)
 
 
 def vqa_scores(model, feats, exact, idx, votes=5):
@@ -54,8 +55,8 @@ def vqa_scores(model, feats, exact, idx, votes=5):
 
 
 # ------------------------------------------------------------------------------------------------------ CAP
-def cap_linear(feats, idx):
-    X = np.array([[np.mean([f[k] for f in feats[i]]) for k in CAP_FEATURES] for i in idx])
+def cap_linear(feats, idx, names=CAP_FEATURES):
+    X = np.array([[np.mean([f[k] for f in feats[i]]) for k in names] for i in idx])
     return X
 
 
@@ -64,10 +65,10 @@ def cap_scores(model, feats, idx, thresholds, spread):
                      for i in idx])
 
 
-def cap_fit(feats, gpt, idx):
+def cap_fit(feats, gpt, idx, names=CAP_FEATURES):
     """Ridge on caption-averaged features, then the (t1, t2, spread) maximising Spearman - |mean difference| on
     idx (vectorised over the grid: captions ranked per item, padded)."""
-    model = fit_linear(cap_linear(feats, idx), gpt[idx], CAP_FEATURES, ALPHA)
+    model = fit_linear(cap_linear(feats, idx, names), gpt[idx], names, ALPHA)
     z = [np.sort([apply_linear(model, f) for f in feats[i]])[::-1] for i in idx]
     width = max(len(zi) for zi in z)
     Z = np.full((len(z), width), np.nan)
@@ -122,9 +123,16 @@ def main():
         every = np.arange(len(sub))
         if task == 'VQA':
             judge._vectors([t for it in sub for t in judge._vqa_texts(it.question, it.pred_dis, it.answer) if t])
-            feats = [judge.vqa_features(it.question, str(it.pred_dis), it.answer) for it in sub]
+            judge._tokens_of([t for it in sub for t in (str(it.pred_dis), _sentences(str(it.pred_dis))[0],
+                                                         *_alternatives(it.answer)) if t])
+            feats = [judge.vqa_features(it.question, str(it.pred_dis), it.answer, tokens=True) for it in sub]
             exact = [any(_norm(it.pred_dis) == _norm(a) for a in [it.answer, *_alternatives(it.answer)])
                      for it in sub]
+            names = VQA_FEATURES + VQA_TOKEN_FEATURES
+            for fit_idx, test_idx in ((even, odd), (odd, even)):
+                held[test_idx] = vqa_scores(vqa_fit(feats, exact, gpt, fit_idx, names), feats, exact, test_idx)
+            rows.append((task, 'ridge on rules + MiniLM word similarity + token alignment (tra, tra1, tfa) -> 5 '
+                         'votes, 2-fold held-out', *agreement(held, gpt), len(sel)))
             for fit_idx, test_idx in ((even, odd), (odd, even)):
                 held[test_idx] = vqa_scores(vqa_fit(feats, exact, gpt, fit_idx), feats, exact, test_idx)
             model = vqa_fit(feats, exact, gpt, every)
@@ -132,7 +140,15 @@ def main():
             fitted['vqa_model'] = model
             how = 'ridge on rules + MiniLM word similarity -> 5 votes'
         else:
-            feats = [judge.cap_features(str(it.pred_dis), it.captions()) for it in sub]
+            judge._tokens_of([t for it in sub for t in (str(it.pred_dis), _sentences(str(it.pred_dis))[0],
+                                                         *it.captions()) if t])
+            feats = [judge.cap_features(str(it.pred_dis), it.captions(), tokens=True) for it in sub]
+            names = CAP_FEATURES + CAP_TOKEN_FEATURES
+            for fit_idx, test_idx in ((even, odd), (odd, even)):
+                m = cap_fit(feats, gpt, fit_idx, names)
+                held[test_idx] = cap_scores(m, feats, test_idx, m['thresholds'], m['spread'])
+            rows.append((task, 'per-caption ridge + token alignment (BERTScore P/R/F, first-sentence R, best F) and '
+                         'number / plural agreement -> 0/1/2, 2-fold held-out', *agreement(held, gpt), len(sel)))
             for fit_idx, test_idx in ((even, odd), (odd, even)):
                 m = cap_fit(feats, gpt, fit_idx)
                 held[test_idx] = cap_scores(m, feats, test_idx, m['thresholds'], m['spread'])

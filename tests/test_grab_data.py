@@ -5,6 +5,7 @@ import base64
 import io
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image, ImageDraw
@@ -141,3 +142,72 @@ def test_unknown_source_layout_is_an_error(tmp_path):
 def test_real_grab_json_validates(fixtures_dir):
     records = data.read_grab_json(fixtures_dir / 'grab' / 'grab.json')
     assert len(records) == 2170 and [r['pid'] for r in records] == list(range(2170))
+
+
+def _previous_pipeline(image, max_side=2048):
+    """The TSV image pipeline before images were pasted through alpha and encoded at zlib level 1 in processes:
+    alpha_composite onto white + convert('RGB') + LANCZOS + PNG (zlib 6). Prepared images must stay identical."""
+    if image.mode in ('RGBA', 'LA') or (image.mode == 'P' and 'transparency' in image.info):
+        rgba = image.convert('RGBA')
+        image = Image.alpha_composite(Image.new('RGBA', rgba.size, (255, 255, 255, 255)), rgba)
+    image = image.convert('RGB')
+    if max_side and max(image.size) > max_side:
+        scale = max_side / max(image.size)
+        image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))),
+                             Image.LANCZOS)
+    return np.asarray(image)
+
+
+def test_paste_through_alpha_equals_alpha_composite_for_every_alpha_and_value():
+    # Channels are blended independently: every (alpha, value) pair covers every pixel that can occur.
+    alpha = np.repeat(np.arange(256, dtype=np.uint8), 256)
+    value = np.tile(np.arange(256, dtype=np.uint8), 256)
+    channels = [value, np.roll(value, 85), 255 - value, alpha]
+    image = Image.fromarray(np.stack(channels, -1).reshape(256, 256, 4), 'RGBA')
+    assert data._spec()['image']['background'] == [255, 255, 255]
+    assert np.array_equal(np.asarray(data.prepare_image(image, 0)), _previous_pipeline(image, 0))
+
+
+def _matplotlib_plot(size, seed):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(size[0] / 100, size[1] / 100), dpi=100)
+    xs = np.linspace(-10, 10, 500)
+    ax.plot(xs, np.sin((seed + 1) * xs / 3) * 4, linewidth=1.2)
+    ax.fill_between(xs, 0, np.cos(xs), alpha=0.3)
+    ax.grid(alpha=0.3)
+    ax.set_title(f'plot {seed}')
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format='png', transparent=True)
+    plt.close(fig)
+    buffer.seek(0)
+    return Image.open(buffer)
+
+
+def test_prepared_images_are_pixel_identical_to_the_previous_pipeline(grab_json, tmp_path):
+    """Worker processes, paste through alpha and zlib level 1 change the bytes, never the pixels."""
+    pids = SAMPLE_PIDS[:4]
+    root = tmp_path / 'src'
+    (root / 'images').mkdir(parents=True)
+    (root / 'grab.json').write_text(json.dumps({str(i): grab_json[str(p)] for i, p in enumerate(pids)}))
+    sources = {}
+    for k, pid in enumerate(pids):
+        sources[pid] = _matplotlib_plot((2600, 2000) if k % 2 else (1200, 900), pid)   # resized, and not
+        assert sources[pid].mode == 'RGBA'
+        sources[pid].save(root / grab_json[str(pid)]['image'])
+    out = data.prepare(tmp_path / 'GRAB.tsv', root, progress=False, workers=2)
+    table = pd.read_csv(out, sep='\t')
+    assert table['pid'].tolist() == pids
+    for pid, cell in zip(table['pid'], table['image']):
+        prepared = np.asarray(_decode(cell))
+        assert prepared.shape[:2] == ((1575, 2048) if pids.index(pid) % 2 else (900, 1200))
+        assert np.array_equal(prepared, _previous_pipeline(sources[pid]))
+
+
+def test_unreadable_image_names_the_pid(grab_json, tmp_path):
+    _manual_layout(tmp_path / 'src', grab_json, SAMPLE_PIDS[:3])
+    (tmp_path / 'src' / grab_json['570']['image']).write_bytes(b'\x89PNG\r\n\x1a\n not a png')
+    with pytest.raises(data.GrabDataError, match=r'GRAB pid 570, column "image": cannot read the image'):
+        data.prepare(tmp_path / 'GRAB.tsv', tmp_path / 'src', progress=False, workers=2)
+    assert not (tmp_path / 'GRAB.tsv').exists()

@@ -4,13 +4,14 @@ import pytest
 
 from vlmeval_ext.rbench.fixtures import llava15_items, read_official_results
 from vlmeval_ext.core.spec import load_spec
-from vlmeval_ext.rbench.offline_judge import (OFFLINE_LABEL, OfflineJudge, cap_verdicts, contains_answer,
-                                              graded_votes, load_embedder, votes_for, word_match, word_recall)
+from vlmeval_ext.rbench.offline_judge import (OFFLINE_LABEL, OfflineJudge, _tokens, cap_verdicts, contains_answer,
+                                              graded_votes, number_conflict, plural_mismatch, token_alignment,
+                                              votes_for, word_match, word_recall)
 
 
 @pytest.fixture(scope='module')
 def judge():
-    return OfflineJudge(load_embedder())
+    return OfflineJudge()
 
 
 @pytest.fixture(scope='module')
@@ -94,3 +95,28 @@ def test_single_prompt_interface(judge):
     cap = spec['CAP'].format(answer='A zebra is grazing on grass in a field.', correct='A zebra grazing on grass.')
     far = spec['CAP'].format(answer='A plate of pasta with tomato sauce.', correct='A zebra grazing on grass.')
     assert int(judge(cap)[-1]) > int(judge(far)[-1])
+
+
+def test_token_alignment_is_bertscore_precision_and_recall():
+    eye = np.eye(3)
+    cand, ref = eye[[0, 1]], eye[[0, 1, 2]]              # the candidate covers 2 of the 3 reference tokens
+    p, r, f = token_alignment(cand, ref)
+    assert (p, r) == (1.0, 2 / 3) and f == pytest.approx(0.8)
+    assert token_alignment(cand, np.zeros((0, 3))) == (0.0, 0.0, 0.0)
+
+
+def test_number_and_plural_agreement_features():
+    assert number_conflict(_tokens('Two cows graze in a field.'), _tokens('Three cows in a field')) == 1.0
+    assert number_conflict(_tokens('two cows'), _tokens('2 cows and a dog')) == 0.0       # a count agrees
+    assert number_conflict(_tokens('cows graze'), _tokens('three cows')) == 0.0            # the output states none
+    # cows/cow and phone/phones of the 4 longer content words (cows, standing, near, phone)
+    assert plural_mismatch(_tokens('A cow stands near phones.'), _tokens('cows standing near a phone')) == 0.5
+    assert plural_mismatch(_tokens('cows near a phone'), _tokens('cows near a phone')) == 0.0
+
+
+def test_token_features_separate_a_wrong_object_in_a_fitting_caption(judge):
+    """The real MiniLM token embeddings: a caption with the right objects aligns better than the same caption
+    with one object swapped (what one sentence vector hardly separates)."""
+    right = judge.align('A man holds a remote control on a couch.', 'a man sitting on a couch holding a remote')
+    wrong = judge.align('A man holds a cell phone on a couch.', 'a man sitting on a couch holding a remote')
+    assert right[1] > wrong[1] and right[2] > wrong[2]

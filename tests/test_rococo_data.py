@@ -167,3 +167,20 @@ def test_registered_names_follow_the_spec():
     assert D.I2T_NAMES == spec['datasets']['i2t'] and D.T2I_NAMES == spec['datasets']['t2i']
     assert D.MCQ_NAMES == spec['datasets']['mcq'] and make_demo.DEMO_NAME == spec['datasets']['demo']
     assert list(D.MIX_SEEDS) == spec['mixing']['seeds'] and D.MIX_LAM == spec['mixing']['lam']
+
+
+def test_streaming_tsv_equals_the_in_memory_one(fixtures_dir, tmp_path):
+    """prepare writes image cells from file paths row by row; the file is byte for byte the in-memory frame's,
+    T2I with its mixed images included, and missing files are still named before anything is written."""
+    ann_dir, coco = write_sources(fixtures_dir, tmp_path, rows=[0, 1, 2])
+    for name in ('RoCOCO-I2T-same_concept', 'RoCOCO-T2I-patch'):
+        eager = D.write_tsv(D.frame_for(name, ann_dir, coco, progress=False), tmp_path / f'eager-{name}.tsv')
+        lazy_frame = D.frame_for(name, ann_dir, coco, progress=False, lazy_images=True)
+        assert any(isinstance(cell, type(coco)) for cell in lazy_frame['image'])
+        lazy = D.write_tsv_streaming(lazy_frame, tmp_path / f'lazy-{name}.tsv')
+        assert open(eager, 'rb').read() == open(lazy, 'rb').read()
+        assert open(f'{eager}.md5').read() == open(f'{lazy}.md5').read()
+    first = json.loads((ann_dir / 'same_concept.json').read_text())[0]['image']
+    (coco / first).write_bytes(b'')
+    with pytest.raises(DataError, match=f'gallery item 0: image .*{first.split("/")[-1]} is empty'):
+        D.frame_for('RoCOCO-I2T-same_concept', ann_dir, coco, lazy_images=True)

@@ -120,3 +120,27 @@ def test_make_mixed_names_missing_image(tmp_path):
     paths = _write_images(tmp_path / 'coco', 3) + ['val2014/COCO_val2014_missing.jpg']
     with pytest.raises(FileNotFoundError, match='annotation row 3'):
         M.make_mixed(paths, tmp_path / 'coco', tmp_path / 'o', 'patch', seed=1, progress=False)
+
+
+def test_mixed_images_are_stored_as_torchvision_save_image_writes_them(tmp_path):
+    """COCO names end in .jpg: the stored mixed image is byte for byte what the official save_image writes (JPEG,
+    quality 75), not a lossless PNG five times its size."""
+    from torchvision.utils import save_image
+
+    batch = torch.rand(2, 3, 384, 384, generator=torch.Generator().manual_seed(0))
+    ours = M.apply_batch(batch.numpy(), M.MixBatch([0, 1], [1, 0], None), "mix")
+    official = M.LAM * batch + (1 - M.LAM) * batch[torch.tensor([1, 0])]      # mix_images.py, then save_image
+    for k in range(2):
+        M.save_mixed(ours[k], tmp_path / f'ours_{k}.jpg')
+        save_image(official[k], tmp_path / f'official_{k}.jpg')
+        assert (tmp_path / f'ours_{k}.jpg').read_bytes() == (tmp_path / f'official_{k}.jpg').read_bytes()
+        assert Image.open(tmp_path / f'ours_{k}.jpg').format == 'JPEG'
+
+
+def test_mix_one_image_at_a_time_equals_the_batch_expression():
+    """apply_batch mixes image by image (memory); the values are those of the official batch expression."""
+    x = torch.rand(5, 3, 384, 384, generator=torch.Generator().manual_seed(3))
+    batch = M.MixBatch(indices=list(range(5)), partner=[3, 0, 4, 1, 2], box=None)
+    official = M.LAM * x + (1 - M.LAM) * x[torch.as_tensor(batch.partner), :]
+    want = official.mul(255).add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1).to('cpu', torch.uint8).numpy()
+    assert np.array_equal(M.apply_batch(x.clone().numpy(), batch, 'mix'), want)

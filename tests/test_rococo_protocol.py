@@ -165,3 +165,68 @@ def test_galleries_follow_file_order(tmp_path):
                       'mix_0.9/COCO_val2014_1.jpg', 'mix_0.9/COCO_val2014_2.jpg']
     assert texts == ['a b'] * 5 + ['c d'] * 6
     assert P.average_seeds([{'R@1': 10.0}, {'R@1': 20.0}, {'R@1': 60.0}]) == {'R@1': 30.0}
+
+
+def _brute_select(scores, b_index, k):
+    ranks, tops = [], []
+    for r in range(scores.shape[0]):
+        order = np.lexsort((np.arange(scores.shape[1]), -scores[r]))
+        ranks.append(int(np.flatnonzero(order == b_index[r])[0]))
+        tops.append(order[:k].tolist())
+    return ranks, tops
+
+
+@pytest.mark.parametrize('seed, spread', [(0, 40), (1, 40), (2, 2)])
+def test_chunked_selection_equals_a_full_sort_with_ties(seed, spread):
+    """Rank and top k from chunk maxima and gathered chunks equal a full sort: ties, a ragged last chunk, a row of
+    nothing but ties, the best entry in the tail; spread 2 makes most chunks qualify (the full-comparison path)."""
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(-spread, spread, size=(37, 5003)).astype(np.float32)
+    scores[3] = 0.0
+    scores[5, -1] = 100.0
+    b_index = rng.integers(0, scores.shape[1], size=scores.shape[0])
+    b_index[7] = scores.shape[1] - 2                                       # a positive in the ragged tail
+    b_score = scores[np.arange(scores.shape[0]), b_index]
+    rank, top = P._select_block(scores, b_score, b_index, 10, chunk=64)
+    expected_rank, expected_top = _brute_select(scores, b_index, 10)
+    assert rank.tolist() == expected_rank
+    assert top.tolist() == expected_top
+
+
+def test_chunked_selection_gathers_few_chunks_when_positives_rank_high():
+    """A good model's case: the positive is among the best entries, so only a few chunks are gathered for its
+    rank; exact ties planted at the top and across chunk borders still rank by column."""
+    rng = np.random.default_rng(3)
+    scores = rng.standard_normal((40, 5003)).astype(np.float32)
+    top_cols = np.argsort(-scores, axis=1, kind='stable')
+    b_index = top_cols[np.arange(40), rng.integers(0, 3, size=40)]           # 1st to 3rd best
+    scores[0, 70] = scores[0, b_index[0]] = 9.0                              # a tie in another chunk, before it
+    scores[1, 5002] = scores[1, b_index[1]] = 9.0                            # a tie in the ragged tail
+    b_score = scores[np.arange(40), b_index]
+    main, _ = P._chunked(scores, 64)
+    assert (main.max(axis=2) >= b_score[:, None]).sum() < main.shape[0] * main.shape[1] // 2   # the gather path
+    rank, top = P._select_block(scores, b_score, b_index, 10, chunk=64)
+    expected_rank, expected_top = _brute_select(scores, b_index, 10)
+    assert rank.tolist() == expected_rank
+    assert top.tolist() == expected_top
+
+
+def test_rank_blockwise_equals_brute_force_on_a_large_gallery():
+    """Rank, best positive and top 10 of rank_blockwise agree with a full sort per query (the selection takes
+    the chunked path: gallery > 4 chunks), with tied scores from small integer embeddings."""
+    rng = np.random.default_rng(7)
+    n_q, n_g = 60, 6007
+    queries = rng.integers(-2, 3, size=(n_q, 6)).astype(np.float32)
+    gallery = rng.integers(-2, 3, size=(n_g, 6)).astype(np.float32)
+    positives = np.stack([rng.choice(n_g, 5, replace=False) for _ in range(n_q)])
+    positives[::4, 3:] = -1                                                  # padded rows
+    res = P.rank_blockwise(queries, gallery, positives, k=10, block_rows=16)
+    for i in range(n_q):
+        scores = gallery @ queries[i]
+        order = np.lexsort((np.arange(n_g), -scores))
+        position = np.empty(n_g, dtype=np.int64)
+        position[order] = np.arange(n_g)
+        valid = positives[i][positives[i] >= 0]
+        assert res.rank[i] == position[valid].min()
+        assert res.best[i] == valid[np.argmin(position[valid])]
+        assert res.topk[i].tolist() == order[:10].tolist()

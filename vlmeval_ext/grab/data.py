@@ -12,14 +12,16 @@ from __future__ import annotations
 import argparse
 import base64
 import csv
+import functools
 import io
 import json
+import multiprocessing
 import os
 import sys
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Union
 
 from vlmeval_ext.core.spec import load_spec
 from vlmeval_ext.errors import ExtError
@@ -32,6 +34,7 @@ class GrabDataError(ExtError, ValueError):
     """Bad GRAB source data; the message names the file, the row and the column."""
 
 
+@functools.lru_cache(maxsize=1)
 def _spec() -> dict:
     return load_spec('grab')
 
@@ -103,18 +106,35 @@ def to_8bit(image):
     return Image.fromarray(np.rint(np.clip(values, 0, 65535) / 257).astype(np.uint8), mode='L')
 
 
+# PNG zlib level of the TSV images: Pillow's default. Every level is lossless; level 1 saves ~0.04 s of ~0.8 s CPU
+# per image but makes the TSV, which the kit holds in memory whole, ~30-40 % larger (benchmarks/grab_prepare.md).
+PNG_COMPRESS_LEVEL = 6
+
+# What a source hands over for one image: a file path or encoded bytes (cheap to send to a worker process,
+# decoded there), or an already opened PIL image.
+ImageSource = Union[str, Path, bytes, 'PIL.Image.Image']
+
+
 def prepare_image(image, max_side: int | None = None):
-    """RGB copy of a plot: alpha composited onto the spec's background, long side capped (never upscaled)."""
+    """RGB copy of a plot: alpha composited onto the spec's background, long side capped (never upscaled).
+
+    The alpha plot is pasted through its own alpha onto an RGB canvas of the background colour: for an opaque
+    background this gives exactly the pixels of `Image.alpha_composite` + `convert('RGB')` (every alpha x value
+    pair is checked in tests/test_grab_data.py) with one full-size copy instead of three.
+    """
     from PIL import Image
 
     spec = _spec()['image']
     max_side = spec['max_long_side'] if max_side is None else max_side
     image = to_8bit(image)
     if image.mode in ('RGBA', 'LA') or (image.mode == 'P' and 'transparency' in image.info):
-        rgba = image.convert('RGBA')
-        background = Image.new('RGBA', rgba.size, tuple(spec['background']) + (255,))
-        image = Image.alpha_composite(background, rgba)
-    image = image.convert('RGB')
+        rgba = image if image.mode == 'RGBA' else image.convert('RGBA')
+        canvas = Image.new('RGB', rgba.size, tuple(spec['background']))
+        canvas.paste(rgba, mask=rgba)
+        image = canvas
+        del rgba
+    elif image.mode != 'RGB':
+        image = image.convert('RGB')
     if max_side and max(image.size) > max_side:
         scale = max_side / max(image.size)
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
@@ -122,11 +142,31 @@ def prepare_image(image, max_side: int | None = None):
     return image
 
 
-def encode_image(image, max_side: int | None = None) -> str:
+def encode_image(image, max_side: int | None = None, compress_level: int = PNG_COMPRESS_LEVEL) -> str:
     """Base64 PNG of the prepared image (lossless: thin lines and tick labels must survive)."""
     buffer = io.BytesIO()
-    prepare_image(image, max_side).save(buffer, format='PNG', optimize=False)
+    prepare_image(image, max_side).save(buffer, format='PNG', optimize=False, compress_level=compress_level)
     return base64.b64encode(buffer.getvalue()).decode('ascii')
+
+
+def open_source(source: ImageSource):
+    """A loaded PIL image from a path, encoded bytes or an opened image."""
+    from PIL import Image
+
+    if isinstance(source, (str, Path)):
+        with Image.open(source) as img:
+            img.load()
+            return img
+    if isinstance(source, (bytes, bytearray)):
+        img = Image.open(io.BytesIO(source))
+        img.load()
+        return img
+    return source
+
+
+def encode_source(source: ImageSource, max_side: int | None = None) -> str:
+    """encode_image of one image source; runs in a worker process (module level, so it pickles)."""
+    return encode_image(open_source(source), max_side)
 
 
 # ------------------------------------------------------------------------------------------------ sources
@@ -152,30 +192,27 @@ def release_image_path(root: Path, record: dict) -> Path:
     return path
 
 
-def _manual_source(root: Path) -> tuple[list[dict], Callable[[dict], object]]:
-    from PIL import Image
-
+def _manual_source(root: Path) -> tuple[list[dict], Callable[[dict], ImageSource]]:
     records = read_grab_json(root / 'grab.json')
     paths = {record['pid']: release_image_path(root, record) for record in records}   # all checked before any read
 
-    def open_image(record):
+    def image_source(record) -> Path:
         path = paths[record['pid']]
         if not path.is_file():
             raise GrabDataError(f'{root / "grab.json"}, pid {record["pid"]}, column "image": no file {path} '
                                 f'(unzip images.zip into {root})')
-        try:
-            with Image.open(path) as img:
-                img.load()
-                return img
-        except (OSError, ValueError, Image.DecompressionBombError) as err:   # truncated, not an image, ...
-            raise GrabDataError(f'{root / "grab.json"}, pid {record["pid"]}, column "image": {path} cannot be '
-                                f'read as an image ({type(err).__name__}: {err}); replace it from the official '
-                                'release') from err
-    return records, open_image
+        return path
+    return records, image_source
 
 
-def _hf_records(dataset, where: str) -> tuple[list[dict], Callable[[dict], object]]:
-    """Records + image getter from a `datasets.Dataset` whose rows carry `decoded_image` (PIL)."""
+def _hf_records(dataset, where: str) -> tuple[list[dict], Callable[[dict], ImageSource]]:
+    """Records + image getter from a `datasets.Dataset` whose rows carry `decoded_image`.
+
+    The getter hands over the stored PNG bytes (the column is read with decode=False): images are decoded in
+    the worker that encodes them, never all at once and never in the main process.
+    """
+    import datasets
+
     image_feature = _spec()['sources']['huggingface']['image_feature']
     if image_feature not in dataset.column_names:
         raise GrabDataError(f'{where}: no column {image_feature!r} (columns: {dataset.column_names})')
@@ -183,17 +220,18 @@ def _hf_records(dataset, where: str) -> tuple[list[dict], Callable[[dict], objec
     text = dataset.remove_columns([image_feature]).to_list()
     records = [validate_record(row, f'{where}, row {i}') for i, row in enumerate(text)]
     positions = {record['pid']: i for i, record in enumerate(records)}
+    raw = dataset.select_columns([image_feature]).cast_column(image_feature, datasets.Image(decode=False))
 
-    def open_image(record):
-        image = dataset[positions[record['pid']]][image_feature]
-        if image is None:
+    def image_source(record) -> ImageSource:
+        cell = raw[positions[record['pid']]][image_feature]
+        if cell is None or (cell.get('bytes') is None and not cell.get('path')):
             raise GrabDataError(f'{where}, pid {record["pid"]}, column {image_feature!r}: no image')
-        return image
-    return records, open_image
+        return cell['bytes'] if cell.get('bytes') is not None else cell['path']
+    return records, image_source
 
 
-def load_source(source_dir: str | Path | None = None) -> tuple[list[dict], Callable[[dict], object]]:
-    """(records, image getter) from DIR (manual layout or saved HF dataset) or, without DIR, the HF hub."""
+def load_source(source_dir: str | Path | None = None) -> tuple[list[dict], Callable[[dict], ImageSource]]:
+    """(records, image source getter) from DIR (manual layout or saved HF dataset) or, without DIR, the HF hub."""
     if source_dir is None:
         try:
             from datasets import load_dataset
@@ -220,33 +258,67 @@ def load_source(source_dir: str | Path | None = None) -> tuple[list[dict], Calla
 # -------------------------------------------------------------------------------------------------- TSV
 
 
-def tsv_rows(records: Iterable[dict], open_image: Callable[[dict], object], max_side: int | None = None,
+def default_workers() -> int:
+    """Image worker processes: one per available CPU, at most 4 (each holds about 0.25 GB at official size)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+class _InProcess(Executor):
+    """workers=1: the same code path without a pool (no process start, easy to debug)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as err:  # handed to the caller by .result(), as a pool would
+            future.set_exception(err)
+        return future
+
+
+def tsv_rows(records: Iterable[dict], image_source: Callable[[dict], ImageSource], max_side: int | None = None,
              progress: bool = True, workers: int | None = None) -> Iterator[dict]:
     """Kit TSV rows in record order; `index` is the pid (stable across subsets).
 
-    Images are decoded, composited, resized and PNG-encoded in threads (Pillow releases the GIL for these),
-    with a bounded window so only a few full-size (~110 MB) images are in memory at once.
+    Images are decoded, composited, resized and PNG-encoded in `workers` processes (default: one per CPU, at
+    most 4), with a bounded window of 2 x workers images in flight: memory stays flat however many questions.
     """
     from tqdm import tqdm
 
     records = list(records)
-    workers = workers or min(8, os.cpu_count() or 1)
-
-    def build(record):
-        row = {k: record[k] for k in ('pid', 'question', 'answer', 'task', 'category', 'complexity')}
-        return {'index': record['pid'], **row, 'image': encode_image(open_image(record), max_side)}
-
-    with ThreadPoolExecutor(max_workers=workers) as pool, \
-            tqdm(total=len(records), desc='GRAB images', disable=not progress) as bar:
+    workers = workers or default_workers()
+    max_side = _spec()['image']['max_long_side'] if max_side is None else max_side
+    pool: Executor = (_InProcess() if workers == 1 else
+                      ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context('spawn')))
+    with pool, tqdm(total=len(records), desc='GRAB images', disable=not progress) as bar:
         window: deque = deque()
-        for record in records:
-            window.append(pool.submit(build, record))
-            if len(window) >= 2 * workers:
-                yield window.popleft().result()
-                bar.update(1)
-        while window:
-            yield window.popleft().result()
+
+        def finished() -> dict:
+            record, future = window.popleft()
+            row = {k: record[k] for k in ('pid', 'question', 'answer', 'task', 'category', 'complexity')}
+            try:
+                image = future.result()
+            except GrabDataError:
+                raise
+            except Exception as err:  # a corrupt or unreadable image file
+                raise GrabDataError(f'GRAB pid {record["pid"]}, column "image": cannot read the image '
+                                    f'({type(err).__name__}: {err})') from err
             bar.update(1)
+            return {'index': record['pid'], **row, 'image': image}
+
+        try:
+            for record in records:
+                window.append((record, pool.submit(encode_source, image_source(record), max_side)))
+                if len(window) >= 2 * workers:
+                    yield finished()
+            while window:
+                yield finished()
+        finally:
+            for _, future in window:
+                future.cancel()
 
 
 def write_tsv(rows: Iterable[dict], out_path: str | Path) -> int:
@@ -274,7 +346,7 @@ def prepare(out_path: str | Path | None = None, source_dir: str | Path | None = 
             max_side: int | None = None, limit: int | None = None, progress: bool = True,
             workers: int | None = None) -> Path:
     """Build the GRAB kit TSV; returns its path. `limit` keeps the first N questions (for smoke runs)."""
-    records, open_image = load_source(source_dir)
+    records, image_source = load_source(source_dir)
     expected = _spec()['sources']['expected']['n_items']
     if limit is None and len(records) != expected:
         print(f'warning: GRAB source has {len(records)} questions, the official set has {expected}',
@@ -282,7 +354,7 @@ def prepare(out_path: str | Path | None = None, source_dir: str | Path | None = 
     if limit is not None:
         records = records[:limit]
     out_path = Path(out_path) if out_path else default_tsv_path()
-    n = write_tsv(tsv_rows(records, open_image, max_side, progress, workers), out_path)
+    n = write_tsv(tsv_rows(records, image_source, max_side, progress, workers), out_path)
     print(f'wrote {n} GRAB questions to {out_path}')
     return out_path
 
@@ -295,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--max-side', type=int, default=None,
                         help='cap on the long image side in px (default: the spec, 2048; 0 keeps full size)')
     parser.add_argument('--limit', type=int, default=None, help='first N questions only')
-    parser.add_argument('--workers', type=int, default=None, help='image threads (default: min(8, CPUs))')
+    parser.add_argument('--workers', type=int, default=None, help='image worker processes (default: one per CPU, at most 4)')
     args = parser.parse_args(argv)
     prepare(args.out, args.source_dir, args.max_side, args.limit, workers=args.workers)
     return 0

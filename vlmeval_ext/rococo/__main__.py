@@ -109,8 +109,8 @@ def cmd_prepare(args) -> dict:
     from . import data as D
     root = D.resolve_coco_root(args.coco_root, args.ann_dir)
     out_dir = Path(args.out_dir or os.environ.get('LMUData') or Path.home() / 'LMUData')
-    frame = D.frame_for(args.name, args.ann_dir, root, args.mixed_root)
-    path = D.write_tsv(frame, out_dir / f'{args.name}.tsv')
+    frame = D.frame_for(args.name, args.ann_dir, root, args.mixed_root, lazy_images=True)
+    path = D.write_tsv_streaming(frame, out_dir / f'{args.name}.tsv')
     return {'name': args.name, 'tsv': path, 'rows': len(frame), 'md5': open(f'{path}.md5').read().strip()}
 
 

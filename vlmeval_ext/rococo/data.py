@@ -83,7 +83,41 @@ def file_b64(path: Path, where: str) -> str:
     return base64.b64encode(data).decode('ascii')
 
 
+def image_file(path: Path, where: str) -> Path:
+    """The image file, checked as file_b64 checks it but not read: write_tsv_streaming reads it per row."""
+    if not path.is_file():
+        raise DataError(f'{where}: image {path} not found')
+    if path.stat().st_size == 0:
+        raise DataError(f'{where}: image {path} is empty (0 bytes)')
+    return path
+
+
 write_tsv = write_kit_tsv   # the kit's TSV + .md5 sidecar (vlmeval_ext.core.io)
+
+
+def write_tsv_streaming(frame: pd.DataFrame, path: str | os.PathLike) -> str:
+    """write_tsv for a frame whose image cells may hold file paths (frame_for(..., lazy_images=True)): each
+    file is read and base64-encoded as its row is written, so memory holds one image, not the gallery. Same
+    format as write_tsv (tab separated, every cell quoted), written atomically, plus the `.md5` sidecar."""
+    import csv
+
+    from vlmeval_ext.core.io import file_md5
+    path = str(path)
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    tmp = path + '.partial'
+    columns = list(frame.columns)
+    at = columns.index('image') if 'image' in columns else -1
+    with open(tmp, 'w', encoding='utf-8', newline='') as f:
+        writer = csv.writer(f, delimiter='\t', quoting=csv.QUOTE_ALL, lineterminator='\n')
+        writer.writerow(columns)
+        for row in frame.itertuples(index=False, name=None):
+            if at >= 0 and isinstance(row[at], Path):
+                row = (*row[:at], base64.b64encode(row[at].read_bytes()).decode('ascii'), *row[at + 1:])
+            writer.writerow(row)
+    os.replace(tmp, path)
+    with open(path + '.md5', 'w') as f:
+        f.write(file_md5(path) + '\n')
+    return path
 
 
 # ------------------------------------------------------------------------------------------------ MCQ frame
@@ -137,8 +171,11 @@ def t2i_frame(ann: P.Annotation, mixed_dirs: dict[int, str], image_b64: Callable
 
 
 def frame_for(name: str, ann_dir, coco_root: Path, mixed_root: Path | None = None,
-              progress: bool = True) -> pd.DataFrame:
-    """The TSV frame of a preparable name (mixed images are made with make_mixed where missing)."""
+              progress: bool = True, lazy_images: bool = False) -> pd.DataFrame:
+    """The TSV frame of a preparable name (mixed images are made with make_mixed where missing).
+
+    lazy_images: image cells hold the checked file paths instead of their base64 (write them with
+    write_tsv_streaming: the full T2I gallery is 20,000 images, ~1.6 GB of base64)."""
     task, key = parse_name(name)
     coco_root = Path(coco_root)
     mixed_root = Path(mixed_root) if mixed_root else coco_root
@@ -146,7 +183,7 @@ def frame_for(name: str, ann_dir, coco_root: Path, mixed_root: Path | None = Non
 
     def image_b64(rel: str, where: str) -> str:
         base = mixed_root if Path(rel).parts[0] in mixed_folders else coco_root
-        return file_b64(base / rel, f'{name}: {where}')
+        return (image_file if lazy_images else file_b64)(base / rel, f'{name}: {where}')
 
     if task == 'MCQ':
         ann = P.load_annotation(annotation_path(ann_dir, key))

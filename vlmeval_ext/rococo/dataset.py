@@ -33,8 +33,8 @@ def _prepare(name: str, source_dir=None, coco_root=None, mixed_root=None) -> str
         raise DataError(f'{name}: give the folder holding the RoCOCO annotation JSONs (github.com/pseulki/rococo '
                         'annotations/) with --from DIR, or set ROCOCO_ANNOTATIONS')
     root = D.resolve_coco_root(coco_root, source_dir)
-    frame = D.frame_for(name, ann_dir, root, mixed_root)
-    return D.write_tsv(frame, tsv_path(name))
+    frame = D.frame_for(name, ann_dir, root, mixed_root, lazy_images=True)
+    return D.write_tsv_streaming(frame, tsv_path(name))
 
 
 class RoCOCOMCQ(RoCOCOMCQEvaluator, ExtImageDataset):

@@ -27,6 +27,11 @@ BATCH_SIZE = 64
 LAM = 0.9
 SEEDS = (1, 10, 100)
 METHODS = ('mix', 'patch')
+# torchvision's save_image hands the uint8 image to Pillow with the format taken from the file name: the COCO
+# names end in .jpg, so the official mixed images are JPEG at Pillow's default quality, 75 (~21 KB at 384x384,
+# benchmarks/scale.md). Writing them the same way keeps the gallery the paper scored; lossless PNG would be ~9x
+# larger and a different gallery.
+JPEG_QUALITY = 75
 
 
 @dataclass
@@ -89,9 +94,14 @@ def apply_batch(images, batch: MixBatch, method: str, lam: float = LAM):
         x1, y1, x2, y2 = batch.box
         x[:, :, x1:x2, y1:y2] = x[perm, :, x1:x2, y1:y2]
     else:
-        x = lam * x + (1 - lam) * x[perm, :]
+        # lam * x + (1 - lam) * x[perm], one image at a time: the same float32 operations on every element (so the
+        # same values) with one output batch in memory instead of four batch-sized temporaries.
+        out = torch.empty_like(x)
+        for i, j in enumerate(batch.partner):
+            out[i] = lam * x[i] + (1 - lam) * x[j]
+        x = out
     # torchvision.utils.save_image quantisation
-    return x.mul(255).add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1).to('cpu', torch.uint8).numpy()
+    return x.mul_(255).add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1).to('cpu', torch.uint8).numpy()
 
 
 def make_mixed(image_paths: list[str], coco_root: str | Path, out_dir: str | Path, method: str, seed: int,
@@ -111,10 +121,22 @@ def make_mixed(image_paths: list[str], coco_root: str | Path, out_dir: str | Pat
         from tqdm import tqdm
         iterator = tqdm(plan, desc=f'make-mixed {method} seed {seed}', unit='batch')
     for batch in iterator:
-        stack = np.stack([load_resized(coco_root / image_paths[i], size) for i in batch.indices])
+        stack = np.empty((len(batch.indices), 3, size, size), dtype=np.float32)   # filled in place: one copy
+        for row, i in enumerate(batch.indices):
+            stack[row] = load_resized(coco_root / image_paths[i], size)
         mixed = apply_batch(stack, batch, method, lam)
         for row, i in enumerate(batch.indices):
             target = out_dir / os.path.basename(image_paths[i])
-            Image.fromarray(mixed[row]).save(target)               # format from the extension, like save_image
+            save_mixed(mixed[row], target)
             written.append(target)
     return written
+
+
+def save_mixed(array: np.ndarray, target: Path) -> None:
+    """One mixed image as the official save_image writes it: the format from the file name (JPEG for COCO's .jpg
+    names, at quality JPEG_QUALITY, Pillow's default)."""
+    image = Image.fromarray(array)
+    if target.suffix.lower() in ('.jpg', '.jpeg'):
+        image.save(target, format='JPEG', quality=JPEG_QUALITY)
+    else:
+        image.save(target)

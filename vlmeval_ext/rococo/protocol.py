@@ -180,25 +180,90 @@ class RankResult:
     topk: np.ndarray      # (n_queries, k) gallery indices, best first (score desc, index asc)
 
 
-def _topk_block(scores: np.ndarray, k: int) -> np.ndarray:
-    """Top-k column indices per row (score desc, then index asc) without sorting whole rows."""
-    n = scores.shape[1]
+def _chunked(scores: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """(main, tail): scores[:, :full] as a (rows, n_chunks, chunk) view (no copy) and the ragged last columns."""
+    n_rows, n = scores.shape
+    full = n // chunk * chunk
+    main = np.lib.stride_tricks.as_strided(scores, shape=(n_rows, full // chunk, chunk),
+                                           strides=(scores.strides[0], chunk * scores.strides[1], scores.strides[1]),
+                                           writeable=False)
+    return main, scores[:, full:]
+
+
+def _sorted_top_k(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, n_rows: int, k: int) -> np.ndarray:
+    """The first k candidates of every row by (score desc, column asc); every row must have >= k candidates."""
+    order = np.lexsort((cols, -vals, rows))
+    rows, cols = rows[order], cols[order]
+    starts = np.searchsorted(rows, np.arange(n_rows))
+    return cols[starts[:, None] + np.arange(k)[None, :]].astype(np.int64)
+
+
+def _select_block(scores: np.ndarray, b_score: np.ndarray, b_index: np.ndarray, k: int,
+                  chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """(rank of the best positive, top-k columns) of every row of a score block, exactly, without sorting rows.
+
+    rank = entries above the positive's score + equal entries at a lower column (ties go to the lower index).
+    One pass takes the maximum of each `chunk` columns; only chunks whose maximum reaches the positive's score
+    can hold entries ahead of it, and only chunks whose maximum reaches the k-th largest chunk maximum can hold
+    top-k entries (those k maxima are k distinct entries, so the k-th largest score is at least that). Those
+    chunks are gathered and compared exactly; a block where most chunks qualify is compared in full instead.
+    """
+    n_rows, n = scores.shape
     k = min(k, n)
-    kth = np.partition(scores, n - k, axis=1)[:, n - k:n - k + 1]   # k-th largest value per row
-    out = np.empty((scores.shape[0], k), dtype=np.int64)
-    for r in range(scores.shape[0]):
-        cand = np.flatnonzero(scores[r] >= kth[r, 0])                # usually exactly k (more only with ties)
-        order = np.lexsort((cand, -scores[r, cand]))
-        out[r] = cand[order[:k]]
-    return out
+    b = b_score.reshape(-1, 1)
+    if n < 4 * chunk:                                                  # small galleries: direct
+        ahead = np.count_nonzero(scores > b, axis=1)
+        before = np.arange(n)[None, :] < b_index[:, None]
+        ahead += np.count_nonzero((scores == b) & before, axis=1)
+        kth = np.partition(scores, n - k, axis=1)[:, n - k:n - k + 1]
+        r, c = np.nonzero(scores >= kth)
+        return ahead, _sorted_top_k(r, c, scores[r, c], n_rows, k)
+    main, tail = _chunked(scores, chunk)
+    full = main.shape[1] * chunk
+    maxima = main.max(axis=2)                                          # (rows, n_chunks)
+    # --- rank: chunks that can hold an entry >= the positive's score
+    tail_cols = np.arange(full, n)[None, :]
+    ahead = np.count_nonzero(tail > b, axis=1) + np.count_nonzero((tail == b) & (tail_cols < b_index[:, None]),
+                                                                  axis=1)
+    r, c = np.nonzero(maxima >= b)
+    if len(r) > maxima.size // 2:
+        ahead += np.count_nonzero(main.reshape(n_rows, full) > b, axis=1)
+        ahead += np.count_nonzero((main.reshape(n_rows, full) == b)
+                                  & (np.arange(full)[None, :] < b_index[:, None]), axis=1)
+    elif len(r):
+        vals = main[r, c]                                              # (m, chunk) copy of the few chunks
+        cols = c[:, None] * chunk + np.arange(chunk)[None, :]
+        hits = np.count_nonzero(vals > b[r], axis=1) + np.count_nonzero(
+            (vals == b[r]) & (cols < b_index[r][:, None]), axis=1)
+        ahead += np.bincount(r, weights=hits, minlength=n_rows).astype(np.int64)
+    # --- top k: chunks whose maximum reaches the k-th largest chunk maximum
+    all_max = np.concatenate([maxima, tail.max(axis=1, keepdims=True)], axis=1) if tail.shape[1] else maxima
+    m = all_max.shape[1]
+    if k > m:
+        kth = np.partition(scores, n - k, axis=1)[:, n - k:n - k + 1]
+        r, c = np.nonzero(scores >= kth)
+        return ahead, _sorted_top_k(r, c, scores[r, c], n_rows, k)
+    kth = np.partition(all_max, m - k, axis=1)[:, m - k:m - k + 1]
+    r, c = np.nonzero(maxima >= kth)
+    vals = main[r, c]
+    flat = np.flatnonzero(vals >= kth[r])                              # 1-D: far faster than a 2-D nonzero
+    vi, vj = flat // chunk, flat % chunk
+    rows, cols, picked = r[vi], c[vi] * chunk + vj, vals[vi, vj]
+    if tail.shape[1]:
+        ti, tj = np.nonzero(tail >= kth)
+        rows = np.concatenate([rows, ti])
+        cols = np.concatenate([cols, full + tj])
+        picked = np.concatenate([picked, tail[ti, tj]])
+    return ahead, _sorted_top_k(rows, cols, picked, n_rows, k)
 
 
 def rank_blockwise(queries: np.ndarray, gallery: np.ndarray, positives: np.ndarray, k: int = 10,
-                   block_rows: int = 256) -> RankResult:
+                   block_rows: int = 256, chunk: int = 1024) -> RankResult:
     """Exact rank of the best positive of every query, scoring `block_rows` queries at a time.
 
     positives: (n_queries, p) gallery indices, -1 = padding. Similarity = dot product (normalise beforehand for
-    cosine). Peak extra memory ~ block_rows x n_gallery x 4 bytes (x2 for temporaries).
+    cosine). Peak extra memory ~ block_rows x n_gallery x 4 bytes (x2 for temporaries). After each block's
+    GEMM, _select_block finds the rank and the top k from per-chunk maxima (one pass) and a few gathered chunks.
     """
     n_q, n_g = queries.shape[0], gallery.shape[0]
     if positives.shape[0] != n_q:
@@ -206,7 +271,6 @@ def rank_blockwise(queries: np.ndarray, gallery: np.ndarray, positives: np.ndarr
     if ((positives >= n_g) | (positives < -1)).any() or (positives[:, 0] < 0).any():
         raise ValueError(f'positives must index the gallery of {n_g} items and every query needs one')
     gallery_t = np.ascontiguousarray(gallery.T)
-    cols = np.arange(n_g)
     rank = np.empty(n_q, dtype=np.int64)
     best = np.empty(n_q, dtype=np.int64)
     topk = np.empty((n_q, min(k, n_g)), dtype=np.int64)
@@ -218,12 +282,10 @@ def rank_blockwise(queries: np.ndarray, gallery: np.ndarray, positives: np.ndarr
         # best positive: highest score, then lowest gallery index (pad -1 sorts last via +inf index)
         pos_index = np.where(pos >= 0, pos, np.iinfo(np.int64).max)
         pick = np.lexsort((pos_index, -pos_scores), axis=1)[:, 0] if pos.shape[1] > 1 else np.zeros(len(pos), int)
-        b_score = pos_scores[np.arange(len(pos)), pick][:, None]
+        b_score = pos_scores[np.arange(len(pos)), pick].astype(scores.dtype)
         b_index = pos[np.arange(len(pos)), pick]
-        ahead = (scores > b_score).sum(axis=1) + ((scores == b_score) & (cols < b_index[:, None])).sum(axis=1)
-        rank[start:stop] = ahead
+        rank[start:stop], topk[start:stop] = _select_block(scores, b_score, b_index, k, chunk)
         best[start:stop] = b_index
-        topk[start:stop] = _topk_block(scores, k)
     return RankResult(rank=rank, best=best, topk=topk)
 
 
