@@ -297,27 +297,29 @@ def tsv_rows(records: Iterable[dict], image_source: Callable[[dict], ImageSource
         window: deque = deque()
 
         def finished() -> dict:
-            record, future = window.popleft()
+            record, source, future = window.popleft()
             row = {k: record[k] for k in ('pid', 'question', 'answer', 'task', 'category', 'complexity')}
             try:
                 image = future.result()
             except GrabDataError:
                 raise
             except Exception as err:  # a corrupt or unreadable image file
-                raise GrabDataError(f'GRAB pid {record["pid"]}, column "image": cannot read the image '
-                                    f'({type(err).__name__}: {err})') from err
+                what = source if isinstance(source, (str, Path)) else 'the stored image'
+                raise GrabDataError(f'GRAB pid {record["pid"]}, column "image": {what} cannot be read as an image '
+                                    f'({type(err).__name__}: {err}); replace it from the official release') from err
             bar.update(1)
             return {'index': record['pid'], **row, 'image': image}
 
         try:
             for record in records:
-                window.append((record, pool.submit(encode_source, image_source(record), max_side)))
+                source = image_source(record)
+                window.append((record, source, pool.submit(encode_source, source, max_side)))
                 if len(window) >= 2 * workers:
                     yield finished()
             while window:
                 yield finished()
         finally:
-            for _, future in window:
+            for _, _, future in window:
                 future.cancel()
 
 
