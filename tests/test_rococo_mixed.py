@@ -144,3 +144,21 @@ def test_mix_one_image_at_a_time_equals_the_batch_expression():
     official = M.LAM * x + (1 - M.LAM) * x[torch.as_tensor(batch.partner), :]
     want = official.mul(255).add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1).to('cpu', torch.uint8).numpy()
     assert np.array_equal(M.apply_batch(x.clone().numpy(), batch, 'mix'), want)
+
+
+def test_the_mixing_and_protocol_parameters_come_from_the_spec():
+    """dataset_specs/rococo.yaml is the one place of RoCOCO's parameters: the code reads each value it holds."""
+    from vlmeval_ext.core.spec import load_spec
+    from vlmeval_ext.rococo import data as D
+    from vlmeval_ext.rococo import mcq as Q
+    from vlmeval_ext.rococo import mixed as M
+    from vlmeval_ext.rococo import protocol as P
+    spec = load_spec('rococo')
+    mixing = spec['mixing']
+    assert (M.SIZE, M.SIZE) == tuple(mixing['resize']) and M.BATCH_SIZE == mixing['batch_size']
+    assert M.LAM == D.MIX_LAM == mixing['lam'] and M.SEEDS == D.MIX_SEEDS == tuple(mixing['seeds'])
+    assert M.METHODS == D.MIX_METHODS == tuple(mixing['methods'])
+    assert Q.SEED == spec['mcq_recast']['seed'] and P.ATTACKS == tuple(spec['attacks'])
+    assert P.RECALL_AT == tuple(spec['protocol']['recall_at']) and P.BLOCK_ROWS == spec['protocol']['topk_block_rows']
+    assert P.MAX_WORDS == spec['pre_caption']['max_words']
+    assert P.N_ADVERSARIAL == spec['annotation_rules']['n_adversarial_per_entry']

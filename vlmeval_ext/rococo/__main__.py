@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument('--image-emb', required=True, help='i2t: images in annotation order; t2i: originals then mixed')
     s.add_argument('--text-emb', required=True, help='every caption of --ann in file order')
     s.add_argument('--no-normalise', action='store_true', help='rank by raw dot product instead of cosine')
-    s.add_argument('--block-rows', type=int, default=256, help='query rows scored per block (memory bound)')
+    s.add_argument('--block-rows', type=int, default=P.BLOCK_ROWS, help='query rows scored per block (memory bound)')
     s.set_defaults(func=cmd_score)
 
     g = sub.add_parser('gallery', help='export the normalised texts and image list in row order')

@@ -29,9 +29,9 @@ from vlmeval_ext.rococo import mcq as Q
 from vlmeval_ext.rococo import protocol as P
 
 ANNOTATION_FILES = {'clean': 'coco_karpathy_test.json', **{a: f'{a}.json' for a in P.ATTACKS}}
-MIX_METHODS = ('mix', 'patch')
-MIX_SEEDS = (1, 10, 100)
-MIX_LAM = 0.9
+MIX_METHODS = tuple(P.SPEC['mixing']['methods'])
+MIX_SEEDS = tuple(P.SPEC['mixing']['seeds'])
+MIX_LAM = P.SPEC['mixing']['lam']
 MCQ_NAMES = [f'RoCOCO-MCQ-{a}' for a in P.ATTACKS]
 I2T_NAMES = [f'RoCOCO-I2T-{k}' for k in ANNOTATION_FILES]
 T2I_NAMES = [f'RoCOCO-T2I-{m}' for m in MIX_METHODS]
@@ -283,7 +283,8 @@ def annotation_from_text_rows(texts: pd.DataFrame, image_sources: list[str], sou
                         twin_of=np.full(len(texts_list), -1, dtype=np.int64), ground_truth=ground_truth)
 
 
-def score_retrieval(preds: pd.DataFrame, direction: str, source: str, block_rows: int = 256) -> dict:
+def score_retrieval(preds: pd.DataFrame, direction: str, source: str,
+                    block_rows: int = P.BLOCK_ROWS) -> dict:
     """Scores of a RoCOCO-I2T/T2I predictions file (rows in any order; `index` is protocol order).
 
     Returns {'direction', 'n_images', 'n_texts', 'dim', 'metrics', 'per_seed' (t2i)}; percent, as in the paper.

@@ -13,10 +13,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .protocol import Annotation
+from .protocol import SPEC, Annotation
 
 LETTERS = 'ABCDE'
-SEED = 2023
+SEED = SPEC['mcq_recast']['seed']
 QUESTION = 'Which caption describes this image exactly?'
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 

@@ -16,12 +16,19 @@ from typing import Sequence
 
 import numpy as np
 
-N_ADVERSARIAL = 5
+from vlmeval_ext.core.spec import load_spec
+
+# The protocol's parameters: dataset_specs/rococo.yaml is their one source.
+SPEC = load_spec('rococo')
+
+N_ADVERSARIAL = SPEC['annotation_rules']['n_adversarial_per_entry']
 # entry length -> number of ground-truth captions (the rest are adversarial twins), as the official loader decides
-GROUND_TRUTH_COUNT = {5: 5, 6: 6, 10: 5, 11: 6}
-MAX_WORDS = 30
-ATTACKS = ('same_concept', 'diff_concept', 'rand_voca', 'danger')
-RECALL_AT = (1, 5, 10)
+GROUND_TRUTH_COUNT = {int(k): int(v) for k, v in
+                      SPEC['annotation_rules']['ground_truth_count_by_entry_length'].items()}
+MAX_WORDS = SPEC['pre_caption']['max_words']
+ATTACKS = tuple(SPEC['attacks'])
+RECALL_AT = tuple(SPEC['protocol']['recall_at'])
+BLOCK_ROWS = SPEC['protocol']['topk_block_rows']
 
 _PUNCT = re.compile(r'([.!"()*#:;~])')
 _SPACES = re.compile(r'\s{2,}')
@@ -258,7 +265,7 @@ def _select_block(scores: np.ndarray, b_score: np.ndarray, b_index: np.ndarray, 
 
 
 def rank_blockwise(queries: np.ndarray, gallery: np.ndarray, positives: np.ndarray, k: int = 10,
-                   block_rows: int = 256, chunk: int = 1024) -> RankResult:
+                   block_rows: int = BLOCK_ROWS, chunk: int = 1024) -> RankResult:
     """Exact rank of the best positive of every query, scoring `block_rows` queries at a time.
 
     positives: (n_queries, p) gallery indices, -1 = padding. Similarity = dot product (normalise beforehand for
@@ -299,7 +306,7 @@ def recall_metrics(rank: np.ndarray, top1_false: np.ndarray) -> dict:
 
 
 def score_i2t(ann: Annotation, image_emb: np.ndarray, text_emb: np.ndarray, normalise: bool = True,
-              block_rows: int = 256, names: tuple[str, str] = ('image embeddings', 'text embeddings')) -> dict:
+              block_rows: int = BLOCK_ROWS, names: tuple[str, str] = ('image embeddings', 'text embeddings')) -> dict:
     """Image-to-text: images query every caption of the file; false = top-1 caption is adversarial (any image's)."""
     image_emb = check_embeddings(image_emb, names[0], ann.n_images)
     text_emb = check_embeddings(text_emb, names[1], ann.n_texts, image_emb.shape[1])
@@ -310,7 +317,7 @@ def score_i2t(ann: Annotation, image_emb: np.ndarray, text_emb: np.ndarray, norm
 
 
 def score_t2i(ann: Annotation, image_emb: np.ndarray, text_emb: np.ndarray, normalise: bool = True,
-              block_rows: int = 256, names: tuple[str, str] = ('image embeddings', 'text embeddings')) -> dict:
+              block_rows: int = BLOCK_ROWS, names: tuple[str, str] = ('image embeddings', 'text embeddings')) -> dict:
     """Text-to-image: clean captions query originals + mixed images; false = top-1 image is a mixed one."""
     if ann.has_adversarial:
         raise ValueError(f'{ann.path}: text-to-image uses the clean annotation file; this one has adversarial captions')
