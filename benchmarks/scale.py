@@ -256,7 +256,7 @@ def main() -> None:
     ap.add_argument('--child')
     ap.add_argument('--args')
     ap.add_argument('--out', default=str(Path(__file__).with_suffix('.md')))
-    ap.add_argument('--results', default='/tmp/vlmeval-ext-scale-results.json',
+    ap.add_argument('--results', default=os.path.join(tempfile.gettempdir(), 'vlmeval-ext-scale-results.json'),
                     help='measurements are kept here; with --merge, earlier ones of steps not re-run are reused')
     ap.add_argument('--merge', action='store_true')
     ap.add_argument('--report-only', action='store_true', help='rewrite the .md from --results')
