@@ -102,3 +102,21 @@ def test_cli_and_errors(grab_work, tmp_path, capsys):
     (grab_work / 'MyVLM' / 'MyVLM_GRAB_score.json').write_text('{broken')
     with pytest.raises(ValueError, match='MyVLM_GRAB_score.json: not valid JSON'):
         collect_runs(grab_work, 'GRAB')
+
+
+def test_a_dataset_of_ours_without_published_results_names_every_unit(tmp_path):
+    """An -RC dataset has no paper table: its columns are its benchmark's summary row, each naming its unit, and
+    0-1 scores keep 4 decimals."""
+    work = tmp_path / 'outputs'
+    score = {'base_dataset': 'TextVQA_VAL', 'task': 'VQA', 'reference': {'Overall': 0.61234},
+             'absolute': {'Overall': 0.51234}, 'relative': {'Overall': 0.80123}, 'pairs': 12,
+             'judge': {'name': 'exact_matching'}}
+    _run(work, 'MyVLM', 'TextVQA_VAL-RC', score)
+    out = write_leaderboard('TextVQA_VAL-RC', work, tmp_path / 'rc', plot=False)
+    frame = pd.read_csv(out['csv'])
+    assert {'reference Overall (0-1)', 'absolute Overall (0-1)', 'relative Overall (0-1)', 'pairs (count)'} <= \
+        set(frame.columns)
+    md = out['markdown'].read_text()
+    assert 'absolute Overall (0-1)' in md and 'pairs (count)' in md
+    assert '| 0.5123 |' in md and '| 0.51 |' not in md
+    assert frame.judge.tolist() == ['exact_matching']

@@ -86,12 +86,23 @@ def _generic_columns(runs: Sequence[Run]) -> list[tuple[str, tuple]]:
 def build_layouts(dataset_name: str, runs: Sequence[Run], pub: Published | None) -> list[Layout]:
     """One Layout per paper table group (tables sharing `layout` are merged by row, e.g. GRAB tasks + overall)."""
     if pub is None:
+        from vlmeval_ext.core.summary import benchmark_of, with_units
+        found = benchmark_of(dataset_name)
+        if found is not None:          # one of our benchmarks: its own summary row, every column naming its unit
+            named = with_units([(r.model, found[1](r.score)) for r in runs])
+            columns = list(dict.fromkeys(c for _, row in named for c in row if c != 'judge'))
+            rows = [{**{c: v for c, v in row.items() if c != 'judge'}, 'kind': 'ours', 'model': r.model,
+                     'paper_row': '', 'judge': r.judge or row.get('judge'), 'source': str(r.score_path.name),
+                     'verified_by_us': None} for r, (_, row) in zip(runs, named)]
+            numeric = [c for c in columns if any(isinstance(row.get(c), (int, float)) for row in rows)]
+            return [Layout('scores', f'{dataset_name} (no published results on file)', columns, rows,
+                           numeric[0] if numeric else None)]
         from vlmeval_ext.core.published import value_at
         cols = _generic_columns(runs)
         rows = [{'kind': 'ours', 'model': r.model, 'paper_row': '', 'judge': r.judge, 'source': str(r.score_path.name),
                  'verified_by_us': None, **{name: value_at(r.score, path) for name, path in cols}} for r in runs]
-        return [Layout('scores', f'{dataset_name} (no published results on file)', [n for n, _ in cols], rows,
-                       cols[0][0] if cols else None)]
+        return [Layout('scores', f'{dataset_name} (no published results on file; units as in its score files)',
+                       [n for n, _ in cols], rows, cols[0][0] if cols else None)]
     with_paper = dataset_name in pub.datasets
     groups: dict[str, list] = {}
     for table in pub.tables:
@@ -194,7 +205,7 @@ def leaderboard_markdown(dataset_name: str, layouts: Sequence[Layout], pub: Publ
             if row['kind'] == 'paper':
                 sources += [s for s in (row.get('source') or '').split('; ') if s and s not in sources]
             cells = [str(rank), name, row['kind'], row.get('judge') or '-', _items_cell(row)] + \
-                [format_value(row.get(c), unit) for c in layout.columns] + [_comparable_cell(row)]
+                [_cell(row.get(c), c, unit) for c in layout.columns] + [_comparable_cell(row)]
             lines.append('| ' + ' | '.join(cells) + ' |')
         if sources:
             lines += ['', 'Sources: ' + ' | '.join(sources)]
@@ -204,6 +215,14 @@ def leaderboard_markdown(dataset_name: str, layouts: Sequence[Layout], pub: Publ
         lines += [f'- {u.get("what")}: {u.get("why")}' for u in pub.unverified]
         lines.append('')
     return '\n'.join(lines)
+
+
+def _cell(value, column: str, unit: str) -> str:
+    """A value in the published table's unit; without a published table, in the unit its column names."""
+    if unit:
+        return format_value(value, unit)
+    from vlmeval_ext.core.summary import format_cell
+    return '-' if value is None else format_cell(value, column)
 
 
 def _items_cell(row: Mapping) -> str:

@@ -63,7 +63,7 @@ def _flatten(obj, prefix=''):
         yield prefix, obj
 
 
-def _fmt(v, column: str = ''):
+def format_cell(v, column: str = ''):
     """A value as the table shows it: percent with 2 decimals, 0-1 scores with 4 (the unit is in the column)."""
     if isinstance(v, float):
         if column.endswith('(%)'):
@@ -84,14 +84,14 @@ def failure_lines(data: dict) -> list[str]:
     top = [(k, v) for k, v in data.items()
            if isinstance(v, (int, float)) and not isinstance(v, bool) and _ACCOUNTING.search(k)]
     if top:
-        lines.append('[totals] ' + '; '.join(f'{k}={_fmt(v)}' for k, v in top))
+        lines.append('[totals] ' + '; '.join(f'{k}={format_cell(v)}' for k, v in top))
     for section, value in data.items():
         if not isinstance(value, dict):
             continue
         leaves = [(k, v) for k, v in _flatten(value)
                   if _ACCOUNTING.search(k) and (isinstance(v, (int, float, str)) or v is None) and v != '']
         if leaves:
-            lines.append(f'[{section}] ' + '; '.join(f'{k}={_fmt(v)}' for k, v in leaves))
+            lines.append(f'[{section}] ' + '; '.join(f'{k}={format_cell(v)}' for k, v in leaves))
     return lines
 
 
@@ -125,7 +125,7 @@ def table(rows: list[tuple[str, dict]]) -> str:
     first = 'model / dataset' if any(' / ' in d for d, _ in rows) else 'dataset'
     out = [f'| {first} | ' + ' | '.join(columns) + ' |', '|' + '---|' * (len(columns) + 1)]
     for dataset, row in rows:
-        out.append(f'| {dataset} | ' + ' | '.join(_fmt(row.get(c), c) for c in columns) + ' |')
+        out.append(f'| {dataset} | ' + ' | '.join(format_cell(row.get(c), c) for c in columns) + ' |')
     out += [f'{c} (every row): {v}' for c, v in shared.items()]
     return '\n'.join(out)
 
@@ -144,12 +144,12 @@ def _generic(path: Path, data: dict) -> str:
         width = max(len(k) for k in keys) + 2
         lines.append(''.ljust(width) + ''.join(n[:14].rjust(15) for n in names))
         for key in keys:
-            lines.append(key.ljust(width) + ''.join(_fmt(sections[n][key]).rjust(15) for n in names))
+            lines.append(key.ljust(width) + ''.join(format_cell(sections[n][key]).rjust(15) for n in names))
     for name, sec in sections.items():
         if name not in numeric:
-            lines.append(f'[{name}] ' + '; '.join(f'{k}={_fmt(v)}' for k, v in sec.items()))
+            lines.append(f'[{name}] ' + '; '.join(f'{k}={format_cell(v)}' for k, v in sec.items()))
     for k, v in scalars.items():
-        lines.append(f'{k}: {_fmt(v)}')
+        lines.append(f'{k}: {format_cell(v)}')
     return '\n'.join(lines)
 
 
