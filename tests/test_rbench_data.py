@@ -111,7 +111,7 @@ def test_parquet_source_is_read_one_row_group_at_a_time(tmp_path, fixtures_dir):
     import pyarrow.parquet as pq
 
     from vlmeval_ext.rbench.data import _parquet_rows
-    bank = read_question_bank(fixtures_dir / 'rbench' / 'Ref_Release.csv')[:12]
+    bank = read_question_bank(fixtures_dir / 'rbench' / 'Ref_Release.csv')[:40]
     blob = lambda: {'bytes': os.urandom(200_000), 'path': None}          # noqa: E731  incompressible
     records = [{**b, 'ref_image': blob(), 'dis_image': blob()} for b in bank]
     path = tmp_path / 'All.parquet'
@@ -119,9 +119,10 @@ def test_parquet_source_is_read_one_row_group_at_a_time(tmp_path, fixtures_dir):
     base = pa.total_allocated_bytes()
     rows = _parquet_rows(path, batch_rows=2)
     first = next(rows)
-    # one group (2 rows x 2 images, read and unpacked: ~1.6 MB), far from the 4.8 MB of images in the file
-    assert pa.total_allocated_bytes() - base < 12 * 2 * 200_000 / 2
+    # one group (2 rows x 2 images, read and unpacked: ~1.6-2.4 MB with the reader's buffers), far from the 16 MB of
+    # images in the file
+    assert pa.total_allocated_bytes() - base < 40 * 2 * 200_000 / 4
     assert first['name'] == bank[0]['name'] and first['ref_image']['bytes'] == records[0]['ref_image']['bytes']
     rest = list(rows)
     assert [r['name'] for r in [first, *rest]] == [b['name'] for b in bank]
-    assert write_tsv(records_from_dir(path), tmp_path / 'a.tsv') == 24
+    assert write_tsv(records_from_dir(path), tmp_path / 'a.tsv') == 80
