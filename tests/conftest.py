@@ -68,3 +68,12 @@ def kit_env(tmp_path, loopback):
     """Environment for running run.py / vlmeval-ext as a subprocess against the loopback server."""
     from vlmeval_ext.testing.kit_run import kit_environment
     return kit_environment(tmp_path, loopback)
+
+
+@pytest.fixture
+def lmu(tmp_path, monkeypatch):
+    """An empty $LMUData for the test (the kit's data root: dataset TSVs and their images)."""
+    root = tmp_path / 'LMUData'
+    root.mkdir()
+    monkeypatch.setenv('LMUData', str(root))
+    return root

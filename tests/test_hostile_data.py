@@ -17,14 +17,6 @@ def registered():
     vlmeval_ext.register()
 
 
-@pytest.fixture
-def lmu(tmp_path, monkeypatch):
-    root = tmp_path / 'LMUData'
-    root.mkdir()
-    monkeypatch.setenv('LMUData', str(root))
-    return root
-
-
 def _png_b64(color, size=(16, 12)) -> str:
     buf = io.BytesIO()
     Image.new('RGB', size, color).save(buf, format='PNG')

@@ -25,14 +25,6 @@ def grab():
     return GRAB
 
 
-@pytest.fixture
-def lmu(tmp_path, monkeypatch):
-    root = tmp_path / 'LMUData'
-    root.mkdir()
-    monkeypatch.setenv('LMUData', str(root))
-    return root
-
-
 def _png_b64(color) -> str:
     from PIL import Image
     buf = io.BytesIO()

@@ -21,14 +21,6 @@ def _cli(argv, capsys) -> tuple[int, str, str]:
     return done.value.code, out.out, out.err
 
 
-@pytest.fixture
-def lmu(tmp_path, monkeypatch):
-    root = tmp_path / 'LMUData'
-    root.mkdir()
-    monkeypatch.setenv('LMUData', str(root))
-    return root
-
-
 def test_remi_prepare_checks_the_item_count_and_allow_subset_says_so(tmp_path, lmu, capsys):
     synthetic.write_official_parquet(tmp_path / 'src' / 'test.parquet', synthetic.items(), True)
     code, _, err = _cli(['prepare', 'ReMI', '--from', str(tmp_path / 'src')], capsys)

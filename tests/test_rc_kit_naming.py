@@ -32,14 +32,6 @@ BASES = {'MCQ': ('AI2D_MINI', mcq_tsv, ['A', 'I cannot tell', 'C', 'A']),
 EXPECTED = {'MCQ': [1.0, 0.0, 1.0, 0.0], 'Y/N': [1.0, 0.0, 0.0, 1.0], 'VQA': [1.0, 0.9, 0.0]}
 
 
-@pytest.fixture
-def lmu(tmp_path, monkeypatch):
-    root = tmp_path / 'LMUData'
-    root.mkdir()
-    monkeypatch.setenv('LMUData', str(root))
-    return root
-
-
 def build(lmu, task: str) -> tuple[str, pd.DataFrame]:
     """<base>.tsv and <base>-RC.tsv under LMUData; returns the -RC name and its predictions (the model's replies)."""
     name, make, replies = BASES[task]
