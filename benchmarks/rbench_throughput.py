@@ -1,7 +1,7 @@
 """R-Bench evaluation throughput against a judge with 100 ms latency (the loopback OpenAI-compatible server).
 
-The judge path is the real one of an evaluation: the kit's build_judge (OpenAIWrapper over HTTP) wrapped by
-vlmeval_ext.core.judging.kit_judge_caller, driven by vlmeval_ext.core.judge.run_tasks with a VerdictCache (SQLite,
+The judge path is the real one of an evaluation: the kit's build_judge resolves the judge and
+vlmeval_ext.core.judging.kit_judge_caller sends the requests through our JudgeClient (keep-alive HTTP), driven by vlmeval_ext.core.judge.run_tasks with a VerdictCache (SQLite,
 one commit per verdict) at --api-nproc 32. Tasks are the R-Bench judge tasks of the real LLaVA-1.5 outputs;
 the loopback judge answers deterministically from the prompt (benchmarks/rbench_judge_calls.py).
 Goal: >= 80 % of nproc / latency = 320 calls/s.
