@@ -257,12 +257,16 @@ class OfflineJudge:
         self._cache: dict[str, np.ndarray] = {}
         self._token_cache: dict[str, np.ndarray] = {}
 
-    def _tokens_of(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        todo = sorted({t for t in texts if t not in self._token_cache})
+    @staticmethod
+    def _cached(cache: dict[str, np.ndarray], embed, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """`cache` filled with embed(texts) for the texts it lacks (one call for all of them)."""
+        todo = sorted({t for t in texts if t not in cache})
         if todo:
-            for text, vecs in zip(todo, self.embed_tokens(todo)):
-                self._token_cache[text] = vecs
-        return self._token_cache
+            cache.update(zip(todo, embed(todo)))
+        return cache
+
+    def _tokens_of(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        return self._cached(self._token_cache, self.embed_tokens, texts)
 
     def align(self, candidate: str, reference: str) -> tuple[float, float, float]:
         """token_alignment of two texts (token embeddings cached per text)."""
@@ -270,11 +274,7 @@ class OfflineJudge:
         return token_alignment(vecs[candidate], vecs[reference])
 
     def _vectors(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        todo = sorted({t for t in texts if t not in self._cache})
-        if todo:
-            for text, vec in zip(todo, self.embed(todo)):
-                self._cache[text] = vec
-        return self._cache
+        return self._cached(self._cache, self.embed, texts)
 
     def similarity(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         vecs = self._vectors([t for p in pairs for t in p])
