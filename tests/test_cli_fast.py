@@ -102,13 +102,27 @@ def test_eval_records_the_model_from_the_file_name_or_model(tmp_path):
     assert '<model>_<dataset>' in help_text and '--model' in help_text
 
 
+def test_prepare_runs_without_the_kit(tmp_path):
+    """`prepare` builds TSVs from the official release: no kit, no torch (which alone would be ~0.7 GB of the
+    memory a preparation holds). Its errors are one line."""
+    for name, message in (('GRAB_DEMO', 'GRAB_DEMO ships with the package'),
+                          ('ReMI_DEMO', 'ReMI_DEMO ships with the package'),
+                          ('R-Bench-Full_DEMO', 'R-Bench-Full_DEMO ships with the package'),
+                          ('RoCOCO-T2I-mix', 'give the folder holding the RoCOCO annotation JSONs')):
+        result, out = _probe(['prepare', name], env={'LMUData': str(tmp_path), 'ROCOCO_ANNOTATIONS': ''})
+        assert result == {'code': 2, 'torch': False, 'vlmeval': False}, (name, out[-2000:])
+        assert message in out and 'Traceback' not in out, (name, out[-2000:])
+
+
 def test_commands_that_import_the_kit_do_not_show_its_env_notice(tmp_path):
-    """`prepare` imports the kit (its dataset classes); the kit's "Did not detect the .env file" ERROR line, which
-    concerns its optional key file, is not shown on our commands. The one line of our own error is."""
-    result, out = _probe(['prepare', 'GRAB_DEMO'], env={'LMUData': str(tmp_path)})
-    assert result['code'] == 2 and result['vlmeval'] is True
+    """`eval` of RoCOCO-MCQ imports the kit (its dataset class evaluates); the kit's "Did not detect the .env file"
+    ERROR line, which concerns its optional key file, is not shown on our commands."""
+    dataset = 'RoCOCO-MCQ-same_concept_DEMO'
+    pred = _demo_predictions(tmp_path, dataset)
+    result, out = _probe(['eval', '--data', dataset, '--pred', pred], env={'LMUData': str(tmp_path)})
+    assert result['code'] == 0 and result['vlmeval'] is True, out[-3000:]
     assert 'Did not detect the .env file' not in out
-    assert 'GRAB_DEMO ships with the package' in out
+    assert (tmp_path / f'mymodel_{dataset}_score.json').is_file(), out[-2000:]
 
 
 def test_report_and_tool_commands_run_without_the_kit(tmp_path):

@@ -66,6 +66,33 @@ def test_image_references_and_lists_are_resolved_by_the_kit(grab, lmu):
     assert [p.rsplit('/', 1)[-1] for p in paths] == ['item_2_0.png', 'item_2_1.png']
 
 
+def _b64(image, fmt: str, **kw) -> str:
+    buf = io.BytesIO()
+    image.save(buf, format=fmt, **kw)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_images_are_written_as_stored_or_the_kits_way(grab, lmu):
+    """A JPEG or an RGB PNG reaches the model as its stored bytes (no decode and re-encode: exact, and ~0.25 s
+    less per photo at the dataset build); an image with alpha is written the kit's way (converted to RGB); a
+    truncated JPEG is a bad row, left out and counted."""
+    from PIL import Image
+    photo = Image.effect_noise((64, 48), 40).convert('RGB')
+    jpeg, png = _b64(photo, 'JPEG', quality=80), _b64(photo, 'PNG')
+    rgba = _b64(Image.new('RGBA', (8, 8), (10, 20, 30, 0)), 'PNG')
+    truncated = base64.b64encode(base64.b64decode(jpeg)[:-200]).decode()
+    _write(lmu, [jpeg, png, rgba, truncated])
+    ds = grab('GRAB')
+    assert ds.data['index'].tolist() == [0, 1, 2] and list(ds.bad_image_rows) == ['3']
+    assert 'not a decodable base64 image' in ds.bad_image_rows['3']
+    paths = [ds.dump_image(ds.data.iloc[k])[0] for k in range(3)]
+    assert [p.rsplit('/', 1)[-1] for p in paths] == ['0.jpg', '1.png', '2.png']
+    assert open(paths[0], 'rb').read() == base64.b64decode(jpeg)
+    assert open(paths[1], 'rb').read() == base64.b64decode(png)
+    with Image.open(paths[2]) as im:
+        assert im.mode == 'RGB' and im.getpixel((0, 0)) == (10, 20, 30)
+
+
 @pytest.mark.parametrize('bad_index, row', [
     ("__import__('os').system('touch PWNED')", 3), ('True', 3), ('1-2', 3), ('', 3), ('0x10', 3)])
 def test_an_index_the_kit_would_evaluate_as_code_is_refused(grab, lmu, tmp_path, monkeypatch, bad_index, row):

@@ -1,6 +1,7 @@
 """Mixed gallery images: the official RNG sequence (checked against a real DataLoader) and pixel arithmetic."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ from PIL import Image
 torch = pytest.importorskip('torch')  # noqa: E402  (torch is a hard dependency of the kit install)
 
 from vlmeval_ext.rococo import mixed as M  # noqa: E402
+from vlmeval_ext.testing.kit_run import REPO_ROOT  # noqa: E402
 
 
 class _Indices(torch.utils.data.Dataset):
@@ -162,3 +164,30 @@ def test_the_mixing_and_protocol_parameters_come_from_the_spec():
     assert P.RECALL_AT == tuple(spec['protocol']['recall_at']) and P.BLOCK_ROWS == spec['protocol']['topk_block_rows']
     assert P.MAX_WORDS == spec['pre_caption']['max_words']
     assert P.N_ADVERSARIAL == spec['annotation_rules']['n_adversarial_per_entry']
+
+
+def test_patch_equals_the_official_torch_expression():
+    """patch: the CutMix box copied from the partner, then save_image's quantisation, value for value as torch."""
+    x = torch.rand(4, 3, 384, 384, generator=torch.Generator().manual_seed(5))
+    batch = M.MixBatch(indices=list(range(4)), partner=[1, 3, 0, 2], box=(7, 120, 128, 241))
+    official = x.clone()
+    x1, y1, x2, y2 = batch.box
+    official[:, :, x1:x2, y1:y2] = official[torch.as_tensor(batch.partner), :, x1:x2, y1:y2]
+    want = official.mul(255).add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1).to('cpu', torch.uint8).numpy()
+    assert np.array_equal(M.apply_batch(x.clone().numpy(), batch, 'patch'), want)
+
+
+def test_make_mixed_leaves_torch_out_of_the_calling_process(tmp_path):
+    """The draws are made in a worker process (the same plan as in-process); the process that mixes and writes the
+    images never imports torch, whose ~0.7 GB would otherwise sit beside every batch."""
+    import subprocess
+    import sys
+
+    paths = _write_images(tmp_path / 'coco', 5)
+    assert M.plan_batches_in_worker(70, 10, 'patch') == M.plan_batches(70, 10, 'patch')
+    code = ('import json, sys; from vlmeval_ext.rococo import mixed as M; '
+            f'out = M.make_mixed({paths!r}, {str(tmp_path / "coco")!r}, {str(tmp_path / "w")!r}, "mix", seed=1, '
+            'progress=False); print(json.dumps({"torch": "torch" in sys.modules, "written": len(out)}))')
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {'torch': False, 'written': 5}

@@ -28,17 +28,13 @@ def _unknown(name: str) -> ExtError:
     return ExtError(f'unknown dataset {name!r}; ours are: {", ".join(dataset_names())}')
 
 
-def _dataset_class(name: str):
-    """Our kit dataset class of `name` (imports the kit): for `prepare`."""
-    from vlmeval_ext.registry import class_for_dataset
-    cls = class_for_dataset(name)
-    if cls is not None:
-        return cls
-    if name.endswith('-RC'):
-        # A robustness variant evaluates from its predictions alone; its TSV need not be present.
-        from vlmeval_ext.corrupt.dataset import CorruptedDataset
-        return CorruptedDataset
-    raise _unknown(name)
+def _preparing_class(name: str):
+    """The kit-free class whose `prepare` builds dataset `name` (prepare never imports the kit or torch)."""
+    from vlmeval_ext.registry import evaluator_for_dataset
+    cls = evaluator_for_dataset(name)
+    if cls is None:
+        raise _unknown(name)
+    return cls
 
 
 def _evaluation_class(name: str):
@@ -139,7 +135,7 @@ def cmd_prepare(argv):
                    help='R-Bench-Full, GRAB, ReMI: keep a source with fewer (or more) items than the official '
                         'release instead of stopping; the output says so')
     args = p.parse_args(argv)
-    cls = _dataset_class(args.name)
+    cls = _preparing_class(args.name)
     if not hasattr(cls, 'prepare'):
         raise ExtError(f'{args.name} is built by another command (see README)')
     options = _prepare_options(cls, args)

@@ -1,18 +1,22 @@
-"""GRAB's evaluator (kit-free): names, naive baseline and evaluate; `grab.dataset.GRAB` adds loading and prompts.
+"""GRAB's evaluator (kit-free): names, naive baseline, prepare and evaluate; `grab.dataset.GRAB` adds loading and prompts.
 
 evaluate() reports three scorings: official (headline), normalized, and llm_extracted when an LLM judge is given
 (with `--judge offline` it is skipped with a note: official and normalized need no judge).
 """
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 
 from vlmeval_ext.core.coverage import check_against_dataset, coverage_line
 from vlmeval_ext.core.evaluation import ExtEvaluation
-from vlmeval_ext.core.io import DataError, int_cell, load_predictions, stem_path, write_json
+from vlmeval_ext.core.io import DataError, int_cell, load_predictions, stem_path, tsv_path, write_json, write_md5_sidecar
 from vlmeval_ext.core.judging import OFFLINE_JUDGES
 from vlmeval_ext.core.plots import model_of_file, no_plot_line, run_title
 from vlmeval_ext.core.predictions import EMPTY, FAILED, classify_prediction
+from vlmeval_ext.core.prepare import check_item_count, count_rows
+from vlmeval_ext.grab import data as grab_data
 from vlmeval_ext.grab import prompt as grab_prompt
 from vlmeval_ext.grab import report as grab_report
 from vlmeval_ext.grab import score as grab_score
@@ -37,6 +41,28 @@ class GRABEvaluator(ExtEvaluation):
     @classmethod
     def naive_prediction(cls, prompt_text, dataset):
         return grab_score.naive_answer(prompt_text)
+
+    @classmethod
+    def prepare(cls, name, source_dir=None, allow_subset: bool = False):
+        if name != 'GRAB':
+            raise DataError(f'`prepare` builds GRAB only ({name} ships with the package)')
+        try:
+            path = grab_data.prepare(tsv_path(name), source_dir)
+        except (ConnectionError, OSError) as err:      # no network, the Hub unreachable: one line, the way out
+            if source_dir is not None:
+                raise
+            raise DataError(f'prepare GRAB: could not load it from the Hugging Face Hub ({type(err).__name__}: '
+                            f'{err}); download data/grab.json and images.zip of jonathan-roberts1/GRAB elsewhere '
+                            'and run `vlmeval-ext prepare GRAB --from DIR`') from err
+        expected = grab_prompt._spec()['sources']['expected']['n_items']
+        try:
+            check_item_count('GRAB', source_dir or 'the Hugging Face source', count_rows(path), expected,
+                             allow_subset)
+        except DataError:
+            os.remove(path)           # a partial build never takes the dataset's name
+            raise
+        write_md5_sidecar(path)                  # the sidecar load_data checks
+        return str(path)
 
     @classmethod
     def run_record(cls, dataset):

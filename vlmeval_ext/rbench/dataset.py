@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os.path as osp
 
-from vlmeval_ext.core.dataset import ExtImageDataset, kit_ready_table, lmu_data_root, tsv_path
-from vlmeval_ext.core.io import DataError, write_md5_sidecar
+from vlmeval_ext.core.dataset import ExtImageDataset, kit_ready_table, lmu_data_root
+from vlmeval_ext.core.io import DataError
 from vlmeval_ext.rbench import evaluation as rb_eval
 from vlmeval_ext.rbench.evaluator import DEMO, FULL, OFFICIAL_JUDGE, SUBSETS, RBenchEvaluator
 from vlmeval_ext.rbench.prompt import model_prompt
@@ -47,13 +47,3 @@ class RBenchFull(RBenchEvaluator, ExtImageDataset):
         text = model_prompt(str(line['type']), question=rb_eval._text(line['question']),
                             choice=rb_eval._text(line['choice']))
         return [*({'type': 'image', 'value': p} for p in images), {'type': 'text', 'value': text}]
-
-    @classmethod
-    def prepare(cls, name, source_dir=None, allow_subset: bool = False) -> str:
-        if name not in (FULL, *SUBSETS):
-            raise DataError(f'`prepare` builds {FULL} (and its task subsets); {name} ships with the package')
-        from vlmeval_ext.rbench.data import prepare as prepare_tsv
-        path = tsv_path(FULL)
-        prepare_tsv(source_dir, path, allow_subset=allow_subset)
-        write_md5_sidecar(path)                  # the sidecar load_data checks
-        return path

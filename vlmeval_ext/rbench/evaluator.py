@@ -1,11 +1,11 @@
-"""R-Bench-Full's evaluator (kit-free): names, splits, naive baseline and evaluate (the judge protocol: official,
+"""R-Bench-Full's evaluator (kit-free): names, splits, naive baseline, prepare and evaluate (the judge protocol: official,
 efficient or offline); `rbench.dataset.RBenchFull` adds loading and prompts. An API judge is built through the
 kit when evaluate runs; `--judge offline` needs no kit."""
 from __future__ import annotations
 
 from vlmeval_ext.core.coverage import check_against_dataset, coverage_line
 from vlmeval_ext.core.evaluation import ExtEvaluation
-from vlmeval_ext.core.io import DataError, load_predictions, stem_path
+from vlmeval_ext.core.io import DataError, load_predictions, stem_path, tsv_path, write_md5_sidecar
 from vlmeval_ext.core.plots import model_of_file, run_title
 from vlmeval_ext.core.spec import load_spec
 from vlmeval_ext.rbench import evaluation as rb_eval
@@ -43,6 +43,16 @@ class RBenchEvaluator(ExtEvaluation):
     @classmethod
     def naive_prediction(cls, prompt_text: str, dataset: str) -> str:
         return naive_answer(prompt_text)
+
+    @classmethod
+    def prepare(cls, name, source_dir=None, allow_subset: bool = False) -> str:
+        if name not in (FULL, *SUBSETS):
+            raise DataError(f'`prepare` builds {FULL} (and its task subsets); {name} ships with the package')
+        from vlmeval_ext.rbench.data import prepare as prepare_tsv
+        path = tsv_path(FULL)
+        prepare_tsv(source_dir, path, allow_subset=allow_subset)
+        write_md5_sidecar(path)                  # the sidecar load_data checks
+        return path
 
     @classmethod
     def run_record(cls, dataset):

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import os.path as osp
 
-from vlmeval_ext.core.dataset import ExtImageDataset, lmu_data_root, write_dataset_tsv
-from vlmeval_ext.core.io import DataError
-from vlmeval_ext.core.prepare import check_item_count
+from vlmeval_ext.core.dataset import ExtImageDataset, lmu_data_root
 
-from . import data as remi_data
 from . import prompt as remi_prompt
 from .evaluator import NAMES, ReMIEvaluator
 
@@ -30,20 +27,6 @@ class ReMI(ReMIEvaluator, ExtImageDataset):
     def post_build(self, dataset):
         self.img_root = osp.join(lmu_data_root(), 'images', self.source_split(dataset))
         super().post_build(dataset)
-
-    @classmethod
-    def prepare(cls, name, source_dir=None, allow_subset: bool = False) -> str:
-        split = NAMES[name][0]
-        if split != 'ReMI':
-            raise ValueError(f'{name} ships with the package; prepare builds ReMI from the official parquet')
-        try:
-            files = remi_data.find_split_files(source_dir) if source_dir else [remi_data.download_split('test')]
-        except (FileNotFoundError, RuntimeError) as err:     # a missing folder or file, no network: one line
-            raise DataError(f'prepare {name}: {err}') from err
-        frame = remi_data.convert_files(files)
-        check_item_count('ReMI', ', '.join(map(str, files)), len(frame),
-                         int(remi_prompt._spec()['source']['sizes']['test']), allow_subset)
-        return write_dataset_tsv(frame, split)
 
     def build_prompt(self, line):
         if isinstance(line, int):

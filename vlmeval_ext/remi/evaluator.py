@@ -1,4 +1,4 @@
-"""ReMI's evaluator (kit-free): names, input modes, naive baseline and evaluate; `remi.dataset.ReMI` adds
+"""ReMI's evaluator (kit-free): names, input modes, naive baseline, prepare and evaluate; `remi.dataset.ReMI` adds
 loading and prompts. Rule-based scoring, no judge."""
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import pandas as pd
 
 from vlmeval_ext.core.coverage import check_against_dataset, coverage_line
 from vlmeval_ext.core.evaluation import ExtEvaluation
-from vlmeval_ext.core.io import load_predictions, stem_path, write_json
+from vlmeval_ext.core.io import DataError, load_predictions, stem_path, tsv_path, write_json, write_kit_tsv
+from vlmeval_ext.core.prepare import check_item_count
 from vlmeval_ext.core.plots import run_title
 
+from . import data as remi_data
 from . import prompt as remi_prompt
 from . import report as remi_report
 from . import score as remi_score
@@ -35,6 +37,20 @@ class ReMIEvaluator(ExtEvaluation):
     @classmethod
     def source_split(cls, dataset):
         return NAMES[dataset][0]                     # the three modes read the same split TSV
+
+    @classmethod
+    def prepare(cls, name, source_dir=None, allow_subset: bool = False) -> str:
+        split = NAMES[name][0]
+        if split != 'ReMI':
+            raise DataError(f'{name} ships with the package; prepare builds ReMI from the official parquet')
+        try:
+            files = remi_data.find_split_files(source_dir) if source_dir else [remi_data.download_split('test')]
+        except (FileNotFoundError, RuntimeError) as err:     # a missing folder or file, no network: one line
+            raise DataError(f'prepare {name}: {err}') from err
+        frame = remi_data.convert_files(files)
+        check_item_count('ReMI', ', '.join(map(str, files)), len(frame),
+                         int(remi_prompt._spec()['source']['sizes']['test']), allow_subset)
+        return write_kit_tsv(frame, tsv_path(split))
 
     @classmethod
     def run_record(cls, dataset):

@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from vlmeval_ext.core.io import DataError, write_kit_tsv
+from vlmeval_ext.core.io import DataError, tsv_path, write_kit_tsv
 from vlmeval_ext.core.predictions import FAILED, classify_prediction, prediction_text
 from vlmeval_ext.rococo import mcq as Q
 from vlmeval_ext.rococo import protocol as P
@@ -118,6 +118,19 @@ def write_tsv_streaming(frame: pd.DataFrame, path: str | os.PathLike) -> str:
     with open(path + '.md5', 'w') as f:
         f.write(file_md5(path) + '\n')
     return path
+
+
+def prepare_tsv(name: str, source_dir=None, coco_root=None, mixed_root=None) -> str:
+    """Build $LMUData/<name>.tsv from the annotation folder (source_dir, else $ROCOCO_ANNOTATIONS) and the COCO
+    images; T2I names make their mixed images first where missing. Returns the TSV path."""
+    parse_name(name)
+    ann_dir = source_dir or os.environ.get('ROCOCO_ANNOTATIONS')
+    if not ann_dir:
+        raise DataError(f'{name}: give the folder holding the RoCOCO annotation JSONs (github.com/pseulki/rococo '
+                        'annotations/) with --from DIR, or set ROCOCO_ANNOTATIONS')
+    root = resolve_coco_root(coco_root, source_dir)
+    frame = frame_for(name, ann_dir, root, mixed_root, lazy_images=True)
+    return write_tsv_streaming(frame, tsv_path(name))
 
 
 # ------------------------------------------------------------------------------------------------ MCQ frame

@@ -18,23 +18,12 @@ import os.path as osp
 import pandas as pd
 
 from vlmeval_ext.core.coverage import check_against_dataset, coverage_line
-from vlmeval_ext.core.dataset import BadImageCell, ExtImageDataset, safe_join, tsv_path
+from vlmeval_ext.core.dataset import BadImageCell, ExtImageDataset, safe_join
 from vlmeval_ext.core.io import DataError, load_predictions, require_columns, stem_path, write_json
 from vlmeval_ext.rococo import data as D
 from vlmeval_ext.rococo import mcq as Q
 from vlmeval_ext.rococo.evaluator import RoCOCOMCQEvaluator, RoCOCORetrievalEvaluator
 from vlmeval_ext.rococo.report import mcq_result_table
-
-
-def _prepare(name: str, source_dir=None, coco_root=None, mixed_root=None) -> str:
-    D.parse_name(name)
-    ann_dir = source_dir or os.environ.get('ROCOCO_ANNOTATIONS')
-    if not ann_dir:
-        raise DataError(f'{name}: give the folder holding the RoCOCO annotation JSONs (github.com/pseulki/rococo '
-                        'annotations/) with --from DIR, or set ROCOCO_ANNOTATIONS')
-    root = D.resolve_coco_root(coco_root, source_dir)
-    frame = D.frame_for(name, ann_dir, root, mixed_root, lazy_images=True)
-    return D.write_tsv_streaming(frame, tsv_path(name))
 
 
 class RoCOCOMCQ(RoCOCOMCQEvaluator, ExtImageDataset):
@@ -45,10 +34,6 @@ class RoCOCOMCQ(RoCOCOMCQEvaluator, ExtImageDataset):
         item = {c: line[c] for c in Q.LETTERS if c in line and isinstance(line[c], str) and line[c]}
         message.append({'type': 'text', 'value': Q.prompt_text({'question': line['question'], **item})})
         return message
-
-    @classmethod
-    def prepare(cls, name, source_dir=None, coco_root=None):
-        return _prepare(name, source_dir, coco_root)
 
     def evaluate(self, eval_file, **judge_kwargs):
         preds = load_predictions(eval_file, required=('index', 'question', 'A', 'B', 'C', 'answer', 'twin',
@@ -125,6 +110,3 @@ class RoCOCORetrieval(RoCOCORetrievalEvaluator, ExtImageDataset):
             return [{'type': 'image', 'value': self.dump_image(line)[0]}]
         return [{'type': 'text', 'value': str(line['question'])}]
 
-    @classmethod
-    def prepare(cls, name, source_dir=None, coco_root=None, mixed_root=None):
-        return _prepare(name, source_dir, coco_root, mixed_root)

@@ -1,4 +1,4 @@
-"""RoCOCO's evaluators (kit-free): names, run records, naive baseline, and the retrieval evaluate (ranking of the
+"""RoCOCO's evaluators (kit-free): names, run records, naive baseline, prepare, and the retrieval evaluate (ranking of the
 model's embeddings); `rococo.dataset` adds loading, prompts and the MCQ evaluate."""
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ class RoCOCOMCQEvaluator(ExtEvaluation):
         return 'A'
 
     @classmethod
+    def prepare(cls, name, source_dir=None, coco_root=None) -> str:
+        return D.prepare_tsv(name, source_dir, coco_root)
+
+    @classmethod
     def run_record(cls, dataset):
         return {'judge': NO_JUDGE, 'seeds': {'mcq_options': Q.SEED},
                 'prompts': {'mcq': Q.prompt_text({'question': Q.QUESTION, 'A': '{A}', 'B': '{B}', 'C': '{C}',
@@ -45,6 +49,10 @@ class RoCOCORetrievalEvaluator(ExtEvaluation):
     DATASET_URL = {name: '' for name in D.I2T_NAMES + D.T2I_NAMES}   # built locally by `prepare`
     DATASET_MD5 = {}
     REQUIRED_COLUMNS = D.RETRIEVAL_COLUMNS + ('image',)
+
+    @classmethod
+    def prepare(cls, name, source_dir=None, coco_root=None, mixed_root=None) -> str:
+        return D.prepare_tsv(name, source_dir, coco_root, mixed_root)
 
     @classmethod
     def run_record(cls, dataset):

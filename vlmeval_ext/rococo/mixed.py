@@ -10,12 +10,16 @@ saved with torchvision's save_image under the original basename (so JPEG by exte
 The RNG draws are replayed here without a DataLoader: on iteration the loader first draws its worker base seed from
 the global torch generator, then RandomSampler draws its own seed and permutes with a private generator; the
 training loop then draws one randperm per batch. tests/test_rococo_mixed.py checks this against a real DataLoader.
-torch is needed (its randperm defines the official order); it is imported lazily.
+torch is needed for the draws only (its randperm defines the official order): make_mixed makes them in a
+short-lived worker process, so torch's ~0.7 GB is returned before the first image is read; the mixing arithmetic
+is the same float32 operations in numpy (checked value for value against torch in the tests).
 """
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,24 +92,38 @@ def load_resized(path: str | Path, size: int = SIZE) -> np.ndarray:
     return arr.transpose(2, 0, 1).astype(np.float32) / 255.0
 
 
-def apply_batch(images, batch: MixBatch, method: str, lam: float = LAM):
-    """Mix one batch (torch tensor (B, 3, H, W) in [0, 1]) exactly as the official loop does; returns uint8 HWC."""
-    import torch
+def plan_batches_in_worker(n_images: int, seed: int, method: str, lam: float = LAM, batch_size: int = BATCH_SIZE,
+                           size: int = SIZE) -> list[MixBatch]:
+    """plan_batches in a short-lived worker process, which imports torch and exits: the caller never holds torch's
+    memory while it mixes images."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context('spawn')) as pool:
+        return pool.submit(plan_batches, n_images, seed, method, lam, batch_size, size).result()
 
-    x = torch.as_tensor(images)
-    perm = torch.as_tensor(batch.partner)
+
+def apply_batch(images: np.ndarray, batch: MixBatch, method: str, lam: float = LAM) -> np.ndarray:
+    """Mix one batch ((B, 3, H, W) float32 in [0, 1], changed in place) exactly as the official loop does;
+    returns uint8 (B, H, W, 3).
+
+    The official torch expressions on float32 tensors, as numpy float32 operations in the same order (a Python
+    scalar meets a float32 tensor as float32 in both): lam * x + (1 - lam) * x[perm], then save_image's
+    x * 255 + 0.5, clamped to [0, 255], truncated to uint8."""
+    x = images
     if method == 'patch':
         x1, y1, x2, y2 = batch.box
-        x[:, :, x1:x2, y1:y2] = x[perm, :, x1:x2, y1:y2]
+        x[:, :, x1:x2, y1:y2] = x[batch.partner, :, x1:x2, y1:y2]
     else:
-        # lam * x + (1 - lam) * x[perm], one image at a time: the same float32 operations on every element (so the
-        # same values) with one output batch in memory instead of four batch-sized temporaries.
-        out = torch.empty_like(x)
+        # One image at a time: the same operations on every element (so the same values) with one output batch
+        # in memory instead of four batch-sized temporaries.
+        keep, mix_in = np.float32(lam), np.float32(1 - lam)
+        out = np.empty_like(x)
         for i, j in enumerate(batch.partner):
-            out[i] = lam * x[i] + (1 - lam) * x[j]
+            np.multiply(x[i], keep, out=out[i])
+            out[i] += x[j] * mix_in
         x = out
-    # torchvision.utils.save_image quantisation
-    return x.mul_(255).add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1).to('cpu', torch.uint8).numpy()
+    x *= np.float32(255)
+    x += np.float32(0.5)
+    np.clip(x, 0, 255, out=x)
+    return x.transpose(0, 2, 3, 1).astype(np.uint8)
 
 
 def make_mixed(image_paths: list[str], coco_root: str | Path, out_dir: str | Path, method: str, seed: int,
@@ -118,7 +136,7 @@ def make_mixed(image_paths: list[str], coco_root: str | Path, out_dir: str | Pat
         raise FileNotFoundError(f'{len(missing)} COCO images missing under --coco-root {coco_root}; first: '
                                 f'annotation row {i}: {coco_root / p}')
     out_dir.mkdir(parents=True, exist_ok=True)
-    plan = plan_batches(len(image_paths), seed, method, lam, batch_size, size)
+    plan = plan_batches_in_worker(len(image_paths), seed, method, lam, batch_size, size)
     written = []
     iterator = plan
     if progress:
