@@ -194,8 +194,8 @@ def main():
                 held[test_idx] = vqa_scores({**m, 'features': [*m['features'], 'pair'], 'mean': [*m['mean'], 0.0],
                                              'scale': [*m['scale'], 1.0], 'coef': [*m['coef'], 1.0]},
                                             shifted, exact, test_idx)
-            rows.append((task, 'ridge on rules + MiniLM word similarity + MiniLM pair metric (answer vs output, product and '
-                         'difference) -> 5 votes, 2-fold held-out', *agreement(held, gpt), len(sel)))
+            rows.append((task, 'ridge on rules + MiniLM word similarity + MiniLM pair metric (answer vs output, '
+                         'product and difference) -> 5 votes, 2-fold held-out', *agreement(held, gpt), len(sel)))
             for fit_idx, test_idx in ((even, odd), (odd, even)):
                 held[test_idx] = vqa_scores(vqa_fit(feats, exact, gpt, fit_idx), feats, exact, test_idx)
             model = vqa_fit(feats, exact, gpt, every)

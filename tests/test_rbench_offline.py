@@ -66,7 +66,8 @@ def test_pair_metric_is_a_learned_weighting_of_two_embeddings():
     M = rng.normal(size=(200, 4))
     y = M @ np.array([1.0, -2.0, 0.0, 0.5]) + 3.0
     m = fit_pair_metric(M, y, alpha=1e-6)
-    assert m['coef'] == pytest.approx([1.0, -2.0, 0.0, 0.5], abs=1e-4) and m['intercept'] == pytest.approx(3.0, abs=1e-4)
+    assert m['coef'] == pytest.approx([1.0, -2.0, 0.0, 0.5], abs=1e-4)
+    assert m['intercept'] == pytest.approx(3.0, abs=1e-4)
 
 
 def test_vqa_features_rules(judge):

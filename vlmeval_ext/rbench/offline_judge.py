@@ -13,8 +13,9 @@ sentence-transformers model from that folder, no network). Verdicts use the offi
        weighting of the MiniLM vectors of output and caption (pair_vector: element-wise product and absolute
        difference, ridge) -> 0/1/2 per caption whose sum is the item's expected score in official points
        (sum_verdicts) -> sum / (2 n_captions), as official.
-The ridge weights (and the pair metric) are fitted on the official GPT-3.5 verdicts for LLaVA-1.5 and measured on held-out
-rows (benchmarks/rbench_offline_judge.py, results beside it) and kept in dataset_specs/rbench.yaml (judge.offline).
+The ridge weights and the pair metric are fitted on the official GPT-3.5 verdicts for LLaVA-1.5 and measured on
+held-out rows (benchmarks/rbench_offline_judge.py, results beside it) and kept in dataset_specs/rbench.yaml
+(judge.offline).
 """
 from __future__ import annotations
 
