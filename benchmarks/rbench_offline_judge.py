@@ -9,8 +9,10 @@ dataset_specs/rbench.yaml judge.offline).
   CAP: ridge regression on per-caption features (averaged over the captions, as the official score averages the
        per-caption verdicts) + ridge regression on the MiniLM pair vectors of output and caption (pair_vector,
        averaged the same way) -> per-caption expected score -> 0/1/2 per caption by sum_verdicts (nothing fitted)
-       -> sum / (2 n_captions). Also measured: the earlier two thresholds fitted on the same fold, the other split
-       (first / second half of the rows), and the pair penalty chosen inside the fitting fold (nested).
+       -> sum / (2 n_captions); the expected scores are multiplied by a factor fitted on the same rows
+       (fit_calibration) so the mean score after the 0/1/2 verdicts equals the GPT-3.5 mean there. Also
+       measured: the earlier two thresholds fitted on the same fold, no calibration, the other split (first /
+       second half of the rows), and the pair penalty chosen inside the fitting fold (nested).
 Run:
     python benchmarks/rbench_offline_judge.py [--fixtures DIR (default: tests/fixtures unpacked)] [--out benchmarks/rbench_offline_judge.md]
 """
@@ -30,7 +32,8 @@ from vlmeval_ext.testing.fixtures import unpacked_fixtures  # noqa: E402
 from vlmeval_ext.rbench.offline_judge import (CAP_FEATURES, CAP_TOKEN_FEATURES, OFFLINE_LABEL, VQA_FEATURES,
                                               VQA_TOKEN_FEATURES, OfflineJudge, _norm,
                                               _alternatives, _sentences, apply_linear, cap_verdicts,
-                                              fit_linear, fit_pair_metric, pair_vector, sum_verdicts, votes_for)
+                                              fit_calibration, fit_linear, fit_pair_metric, pair_vector, sum_verdicts,
+                                              votes_for)
 
 ALPHA = 1.0                                    # ridge penalty (standardised features)
 CAP_GRID = np.round(np.arange(0.0, 1.001, 0.025), 3)
@@ -96,17 +99,23 @@ def cap_fit(feats, gpt, idx, names=CAP_FEATURES):
     return {**model, 'thresholds': list(best[1]), 'spread': best[2]}
 
 
-def cap_pair_fit(feats, pairs, gpt, idx, alpha=PAIR_ALPHA, names=CAP_FEATURES):
+def cap_pair_fit(feats, pairs, gpt, idx, alpha=PAIR_ALPHA, names=CAP_FEATURES, calibrate=True):
     """The shipped CAP model: ridge on caption-averaged features + ridge pair metric on caption-averaged pair
-    vectors, both fitted to the GPT-3.5 score on idx (their per-caption sum is the per-caption expected score)."""
+    vectors, both fitted to the GPT-3.5 score on idx (their per-caption sum is the per-caption expected score);
+    calibrate: then the factor (fit_calibration) that puts the mean sum_verdicts score on idx on the GPT-3.5 mean
+    on idx."""
     model = fit_linear(cap_linear(feats, idx, names), gpt[idx], names, ALPHA)
     M = np.array([np.mean(pairs[i], 0) for i in idx])
-    return {**model, 'pair': fit_pair_metric(M, gpt[idx] - gpt[idx].mean(), alpha)}
+    model = {**model, 'pair': fit_pair_metric(M, gpt[idx] - gpt[idx].mean(), alpha)}
+    if calibrate:
+        model['calibration'] = fit_calibration([cap_z(model, feats, pairs, i) for i in idx], float(gpt[idx].mean()))
+    return model
 
 
 def cap_z(model, feats, pairs, i):
     w, b = np.array(model['pair']['coef']), model['pair']['intercept']
-    return [apply_linear(model, f) + b + float(v @ w) for f, v in zip(feats[i], pairs[i])]
+    c = model.get('calibration', 1.0)
+    return [c * (apply_linear(model, f) + b + float(v @ w)) for f, v in zip(feats[i], pairs[i])]
 
 
 def cap_pair_scores(model, feats, pairs, idx, mapping='sum'):
@@ -119,22 +128,22 @@ def cap_pair_scores(model, feats, pairs, idx, mapping='sum'):
 
 def cap_pair_thresholds(feats, pairs, gpt, idx):
     """The pair model with the earlier mapping: (t1, t2) fitted on idx like cap_fit, spread 0.1."""
-    model = cap_pair_fit(feats, pairs, gpt, idx)
+    model = cap_pair_fit(feats, pairs, gpt, idx, calibrate=False)
     shifted = [[{'z': z} for z in cap_z(model, feats, pairs, i)] for i in range(len(feats))]
     m = cap_fit(shifted, gpt, idx, ('z',))           # an affine recalibration of z + the thresholds, on idx
     return lambda test: cap_scores(m, shifted, test, m['thresholds'], m['spread'])
 
 
-def cap_pair_nested(feats, pairs, gpt, idx):
+def cap_pair_nested(feats, pairs, gpt, idx, calibrate=True):
     """PAIR_ALPHA chosen inside idx (inner 2-fold: idx's even / odd positions), then refitted on idx."""
     inner = (idx[0::2], idx[1::2]), (idx[1::2], idx[0::2])
 
     def inner_rho(alpha):
         s = np.empty(len(feats))
         for a, b in inner:
-            s[b] = cap_pair_scores(cap_pair_fit(feats, pairs, gpt, a, alpha), feats, pairs, b)
+            s[b] = cap_pair_scores(cap_pair_fit(feats, pairs, gpt, a, alpha, calibrate=calibrate), feats, pairs, b)
         return agreement(s[idx], gpt[idx])[0]
-    return cap_pair_fit(feats, pairs, gpt, idx, max(PAIR_ALPHAS, key=inner_rho))
+    return cap_pair_fit(feats, pairs, gpt, idx, max(PAIR_ALPHAS, key=inner_rho), calibrate=calibrate)
 
 
 def main():
@@ -228,31 +237,35 @@ def main():
                 held[test_idx] = cap_pair_thresholds(feats, pairs, gpt, fit_idx)(test_idx)
             rows.append((task, 'per-caption ridge + MiniLM pair metric -> 0/1/2 (staggered thresholds), 2-fold '
                          'held-out', *agreement(held, gpt), len(sel)))
-            for mapping in ('continuous', 'sum'):
-                for label, folds in (('2-fold held-out', ((even, odd), (odd, even))),
-                                     ('2-fold held-out, first / second half', ((first, second), (second, first)))):
-                    if mapping == 'sum' and label == '2-fold held-out':
+            splits = (('2-fold held-out', ((even, odd), (odd, even))),
+                      ('2-fold held-out, first / second half', ((first, second), (second, first))))
+            for mapping, calibrate in (('continuous', False), ('sum', False), ('sum', True)):
+                for label, folds in splits:
+                    if calibrate and label == '2-fold held-out':
                         continue                             # the shipped model's row, below
                     for fit_idx, test_idx in folds:
-                        held[test_idx] = cap_pair_scores(cap_pair_fit(feats, pairs, gpt, fit_idx), feats, pairs,
-                                                         test_idx, mapping)
+                        held[test_idx] = cap_pair_scores(cap_pair_fit(feats, pairs, gpt, fit_idx,
+                                                                      calibrate=calibrate),
+                                                         feats, pairs, test_idx, mapping)
                     what = ('expected score, no verdicts' if mapping == 'continuous' else
-                            '0/1/2 (sum_verdicts)')
+                            'calibrated -> 0/1/2 (sum_verdicts)' if calibrate else
+                            '0/1/2 (sum_verdicts), no calibration')
                     rows.append((task, f'per-caption ridge + MiniLM pair metric -> {what}, {label}',
                                  *agreement(held, gpt), len(sel)))
-            for label, folds in (('2-fold held-out', ((even, odd), (odd, even))),
-                                 ('2-fold held-out, first / second half', ((first, second), (second, first)))):
-                for fit_idx, test_idx in folds:
-                    held[test_idx] = cap_pair_scores(cap_pair_nested(feats, pairs, gpt, fit_idx), feats, pairs,
-                                                     test_idx)
-                rows.append((task, 'per-caption ridge + MiniLM pair metric -> 0/1/2 (sum_verdicts), pair penalty '
-                             f'chosen inside the fitting fold (nested), {label}', *agreement(held, gpt), len(sel)))
+            for calibrate in (False, True):
+                for label, folds in splits:
+                    for fit_idx, test_idx in folds:
+                        held[test_idx] = cap_pair_scores(cap_pair_nested(feats, pairs, gpt, fit_idx, calibrate),
+                                                         feats, pairs, test_idx)
+                    what = 'calibrated -> 0/1/2 (sum_verdicts)' if calibrate else '0/1/2 (sum_verdicts), no calibration'
+                    rows.append((task, f'per-caption ridge + MiniLM pair metric -> {what}, pair penalty chosen inside '
+                                 f'the fitting fold (nested), {label}', *agreement(held, gpt), len(sel)))
             for fit_idx, test_idx in ((even, odd), (odd, even)):
                 held[test_idx] = cap_pair_scores(cap_pair_fit(feats, pairs, gpt, fit_idx), feats, pairs, test_idx)
             model = cap_pair_fit(feats, pairs, gpt, every)
             s = cap_pair_scores(model, feats, pairs, every)
             fitted['cap_model'] = model
-            how = 'per-caption ridge + MiniLM pair metric -> 0/1/2 (sum_verdicts)'
+            how = 'per-caption ridge + MiniLM pair metric -> calibrated -> 0/1/2 (sum_verdicts)'
         rows.append((task, f'{how}, 2-fold held-out', *agreement(held, gpt), len(sel)))
         rows.append((task, f'{how}, in-sample (all rows)', *agreement(s, gpt), len(sel)))
         # the parameters in the spec, as shipped (in-sample once they are the ones fitted here)

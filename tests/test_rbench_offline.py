@@ -5,7 +5,7 @@ import pytest
 from vlmeval_ext.rbench.fixtures import llava15_items, read_official_results
 from vlmeval_ext.core.spec import load_spec
 from vlmeval_ext.rbench.offline_judge import (OFFLINE_LABEL, OfflineJudge, _tokens, cap_verdicts, contains_answer,
-                                              fit_pair_metric, graded_votes, number_conflict, pair_vector,
+                                              fit_calibration, fit_pair_metric, graded_votes, number_conflict, pair_vector,
                                               plural_mismatch, sum_verdicts, token_alignment, votes_for, word_match,
                                               word_recall)
 
@@ -56,6 +56,26 @@ def test_sum_verdicts_keep_the_expected_total_in_official_points():
     assert sum_verdicts([0.4, 0.38, 0.36, 0.34, 0.32]) == [1, 1, 1, 1, 0]
     assert sum_verdicts([0.9, 0.6, 0.6]) == [2, 1, 1] and sum(sum_verdicts([0.7, 0.7, 0.7])) == 4
     assert sum_verdicts([1.4, 1.2]) == [2, 2] and sum_verdicts([0.0, 0.0]) == [0, 0]
+
+
+def test_calibration_takes_out_the_points_that_clipping_at_zero_adds():
+    scores = [[-0.3] * 5, [0.5] * 5, [0.9] * 5]         # expected item scores -0.3, 0.5, 0.9: mean 0.367
+    def mean(c):
+        return np.mean([np.mean(sum_verdicts(c * np.array(z))) / 2 for z in scores])
+    assert mean(1.0) == pytest.approx(1.4 / 3)           # the first item cannot get -3 points: raised to 0
+    c = fit_calibration(scores, target=0.4)
+    assert mean(c) == pytest.approx(0.4) and c == pytest.approx(0.9, abs=1e-5)   # 0, 4 and 8 of 10 points
+    assert mean(c + 1e-4) > 0.4                          # the largest such factor
+    assert fit_calibration(scores, target=mean(1.0)) >= 1.0
+
+
+def test_cap_scores_apply_the_calibration(judge):
+    model = dict(load_spec('rbench')['judge']['offline']['cap_model'])
+    assert 0.5 < model['calibration'] < 1.0             # fitted: the uncalibrated mean is too high
+    out, caps = 'A zebra is grazing on grass in a field.', ['A zebra grazing on grass.', 'A horse in a stable.']
+    calibrated = judge.cap_scores(out, caps, model)
+    raw = judge.cap_scores(out, caps, {k: v for k, v in model.items() if k != 'calibration'})
+    assert calibrated == pytest.approx([model['calibration'] * r for r in raw])
 
 
 def test_pair_metric_is_a_learned_weighting_of_two_embeddings():

@@ -11,8 +11,8 @@ sentence-transformers model from that folder, no network). Verdicts use the offi
        output's words) -> ridge regression -> expected score -> 5 virtual 0/1/2 verdicts (sum / 10).
   CAP: per reference caption, MiniLM similarity + word overlap (+ item context) -> ridge score, plus a learned
        weighting of the MiniLM vectors of output and caption (pair_vector: element-wise product and absolute
-       difference, ridge) -> 0/1/2 per caption whose sum is the item's expected score in official points
-       (sum_verdicts) -> sum / (2 n_captions), as official.
+       difference, ridge), times a calibration factor (fit_calibration) -> 0/1/2 per caption whose sum is the
+       item's expected score in official points (sum_verdicts) -> sum / (2 n_captions), as official.
 The ridge weights and the pair metric are fitted on the official GPT-3.5 verdicts for LLaVA-1.5 and measured on
 held-out rows (benchmarks/rbench_offline_judge.py, results beside it) and kept in dataset_specs/rbench.yaml
 (judge.offline).
@@ -231,6 +231,22 @@ def sum_verdicts(scores: Sequence[float]) -> list[int]:
     return [int(v) for v in out]
 
 
+def fit_calibration(scores: Sequence[Sequence[float]], target: float, lo: float = 0.25, hi: float = 2.0) -> float:
+    """The factor c (bisection on [lo, hi]) for which the mean item score after sum_verdicts of c * scores equals
+    `target` (the GPT-3.5 mean on the fitting rows). sum_verdicts cannot give an item less than 0 points, so items
+    whose expected total is negative are raised to 0 and the mean comes out too high; scaling the expected scores
+    (about 0, so the order of the items is kept) takes that back out. The mean is a step function of c, monotone
+    (more points for a larger c): c is the largest factor whose mean does not exceed `target` (6 decimals)."""
+    zs = [np.asarray(z, float) for z in scores]
+
+    def mean_score(c: float) -> float:
+        return float(np.mean([np.mean(sum_verdicts(c * z)) / 2.0 for z in zs]))
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if mean_score(mid) > target + 1e-9 else (mid, hi)
+    return float(np.floor(lo * 1e6) / 1e6)
+
+
 def pair_vector(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Two unit-norm sentence embeddings -> [a * b, |a - b|]: a learned weighting of these (fit_pair_metric) is a
     per-dimension re-weighted cosine / distance (the plain cosine is the sum of the first half)."""
@@ -427,14 +443,16 @@ class OfflineJudge:
 
     def cap_scores(self, output: str, captions: Sequence[str], model: dict | None = None) -> list[float]:
         """Expected score on [0, 1] of each reference caption's verdict (not clipped): the fitted linear model on
-        cap_features, plus the fitted pair metric (model['pair']) on the MiniLM vectors of output and caption."""
+        cap_features, plus the fitted pair metric (model['pair']) on the MiniLM vectors of output and caption,
+        times model['calibration'] (fit_calibration: keeps the mean score after sum_verdicts on the GPT-3.5 mean)."""
         model = model or self.params['cap_model']
         z = [apply_linear(model, f) for f in self.cap_features(output, captions, uses_token_features(model))]
         if 'pair' in model:
             vecs = self._vectors([output, *captions])
             w, b = np.array(model['pair']['coef']), model['pair']['intercept']
             z = [zi + b + float(pair_vector(vecs[output], vecs[c]) @ w) for zi, c in zip(z, captions)]
-        return z
+        c = float(model.get('calibration', 1.0))
+        return [c * zi for zi in z]
 
     def cap_grades(self, output: str, captions: Sequence[str]) -> list[int]:
         """One 0/1/2 verdict per reference caption: sum_verdicts of cap_scores (a model with `thresholds`:
