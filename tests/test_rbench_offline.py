@@ -5,8 +5,9 @@ import pytest
 from vlmeval_ext.rbench.fixtures import llava15_items, read_official_results
 from vlmeval_ext.core.spec import load_spec
 from vlmeval_ext.rbench.offline_judge import (OFFLINE_LABEL, OfflineJudge, _tokens, cap_verdicts, contains_answer,
-                                              graded_votes, number_conflict, plural_mismatch, token_alignment,
-                                              votes_for, word_match, word_recall)
+                                              fit_calibration, fit_pair_metric, graded_votes, number_conflict, pair_vector,
+                                              plural_mismatch, sum_verdicts, token_alignment, votes_for, word_match,
+                                              word_recall)
 
 
 @pytest.fixture(scope='module')
@@ -44,7 +45,49 @@ def test_spec_holds_fitted_models():
     for key in ('vqa_model', 'cap_model'):
         m = off[key]
         assert len(m['features']) == len(m['mean']) == len(m['scale']) == len(m['coef'])
-    assert off['cap_model']['thresholds'][0] < off['cap_model']['thresholds'][1]
+    pair = off['cap_model']['pair']                     # [a * b, |a - b|] of two 384-d MiniLM vectors
+    assert len(pair['coef']) == 2 * 384 and isinstance(pair['intercept'], float)
+
+
+def test_sum_verdicts_keep_the_expected_total_in_official_points():
+    assert sum_verdicts([0.5]) == [1] and sum_verdicts([0.8]) == [2] and sum_verdicts([-0.3]) == [0]
+    # each caption rounds to 1 (sum 5), but the item's expected score 0.36 is 3.6 -> 4 of 10 points: the caption
+    # furthest below the verdict it rounded to (the lowest-scoring one) gives the extra point back
+    assert sum_verdicts([0.4, 0.38, 0.36, 0.34, 0.32]) == [1, 1, 1, 1, 0]
+    assert sum_verdicts([0.9, 0.6, 0.6]) == [2, 1, 1] and sum(sum_verdicts([0.7, 0.7, 0.7])) == 4
+    assert sum_verdicts([1.4, 1.2]) == [2, 2] and sum_verdicts([0.0, 0.0]) == [0, 0]
+
+
+def test_calibration_takes_out_the_points_that_clipping_at_zero_adds():
+    scores = [[-0.3] * 5, [0.5] * 5, [0.9] * 5]         # expected item scores -0.3, 0.5, 0.9: mean 0.367
+    def mean(c):
+        return np.mean([np.mean(sum_verdicts(c * np.array(z))) / 2 for z in scores])
+    assert mean(1.0) == pytest.approx(1.4 / 3)           # the first item cannot get -3 points: raised to 0
+    c = fit_calibration(scores, target=0.4)
+    assert mean(c) == pytest.approx(0.4) and c == pytest.approx(0.9, abs=1e-5)   # 0, 4 and 8 of 10 points
+    assert mean(c + 1e-4) > 0.4                          # the largest such factor
+    assert fit_calibration(scores, target=mean(1.0)) >= 1.0
+
+
+def test_cap_scores_apply_the_calibration(judge):
+    model = dict(load_spec('rbench')['judge']['offline']['cap_model'])
+    assert 0.5 < model['calibration'] < 1.0             # fitted: the uncalibrated mean is too high
+    out, caps = 'A zebra is grazing on grass in a field.', ['A zebra grazing on grass.', 'A horse in a stable.']
+    calibrated = judge.cap_scores(out, caps, model)
+    raw = judge.cap_scores(out, caps, {k: v for k, v in model.items() if k != 'calibration'})
+    assert calibrated == pytest.approx([model['calibration'] * r for r in raw])
+
+
+def test_pair_metric_is_a_learned_weighting_of_two_embeddings():
+    a, b = np.array([0.6, 0.8]), np.array([1.0, 0.0])
+    assert list(pair_vector(a, b)) == pytest.approx([0.6, 0.0, 0.4, 0.8])
+    assert pair_vector(a, b)[:2].sum() == pytest.approx(float(a @ b))      # uniform weights: the cosine
+    rng = np.random.default_rng(0)
+    M = rng.normal(size=(200, 4))
+    y = M @ np.array([1.0, -2.0, 0.0, 0.5]) + 3.0
+    m = fit_pair_metric(M, y, alpha=1e-6)
+    assert m['coef'] == pytest.approx([1.0, -2.0, 0.0, 0.5], abs=1e-4)
+    assert m['intercept'] == pytest.approx(3.0, abs=1e-4)
 
 
 def test_vqa_features_rules(judge):

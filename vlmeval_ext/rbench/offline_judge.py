@@ -9,10 +9,13 @@ sentence-transformers model from that folder, no network). Verdicts use the offi
   VQA: features (answer containment, loose content-word recall in the output / its first sentence / the words not
        copied from the question, wrong number, yes/no polarity, hedging, MiniLM similarity of the answer to the
        output's words) -> ridge regression -> expected score -> 5 virtual 0/1/2 verdicts (sum / 10).
-  CAP: per reference caption, MiniLM similarity + word overlap (+ item context) -> ridge score -> 0/1/2 by two
-       thresholds staggered over the captions -> sum / (2 n_captions), as official.
-The ridge weights and thresholds are fitted on the official GPT-3.5 verdicts for LLaVA-1.5 and measured on held-out
-rows (benchmarks/rbench_offline_judge.py, results beside it) and kept in dataset_specs/rbench.yaml (judge.offline).
+  CAP: per reference caption, MiniLM similarity + word overlap (+ item context) -> ridge score, plus a learned
+       weighting of the MiniLM vectors of output and caption (pair_vector: element-wise product and absolute
+       difference, ridge), times a calibration factor (fit_calibration) -> 0/1/2 per caption whose sum is the
+       item's expected score in official points (sum_verdicts) -> sum / (2 n_captions), as official.
+The ridge weights and the pair metric are fitted on the official GPT-3.5 verdicts for LLaVA-1.5 and measured on
+held-out rows (benchmarks/rbench_offline_judge.py, results beside it) and kept in dataset_specs/rbench.yaml
+(judge.offline).
 """
 from __future__ import annotations
 
@@ -212,6 +215,53 @@ def cap_verdicts(scores: Sequence[float], thresholds: Sequence[float], spread: f
     return out
 
 
+def sum_verdicts(scores: Sequence[float]) -> list[int]:
+    """Per-caption 0/1/2 verdicts from per-caption expected scores on [0, 1]: each caption's own nearest verdict,
+    then points added to (removed from) the captions furthest below (above) their score until the verdicts sum to
+    round(2 * sum(scores)), the item's expected score in official points. One caption: its nearest verdict."""
+    z = 2.0 * np.asarray(scores, float)
+    out = np.clip(np.round(z), 0, 2).astype(int)
+    total = int(np.clip(round(float(z.sum())), 0, 2 * len(z)))
+    while out.sum() < total:
+        j = int(np.argmax(np.where(out < 2, z - out, -np.inf)))
+        out[j] += 1
+    while out.sum() > total:
+        j = int(np.argmin(np.where(out > 0, z - out, np.inf)))
+        out[j] -= 1
+    return [int(v) for v in out]
+
+
+def fit_calibration(scores: Sequence[Sequence[float]], target: float, lo: float = 0.25, hi: float = 2.0) -> float:
+    """The factor c (bisection on [lo, hi]) for which the mean item score after sum_verdicts of c * scores equals
+    `target` (the GPT-3.5 mean on the fitting rows). sum_verdicts cannot give an item less than 0 points, so items
+    whose expected total is negative are raised to 0 and the mean comes out too high; scaling the expected scores
+    (about 0, so the order of the items is kept) takes that back out. The mean is a step function of c, monotone
+    (more points for a larger c): c is the largest factor whose mean does not exceed `target` (6 decimals)."""
+    zs = [np.asarray(z, float) for z in scores]
+
+    def mean_score(c: float) -> float:
+        return float(np.mean([np.mean(sum_verdicts(c * z)) / 2.0 for z in zs]))
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if mean_score(mid) > target + 1e-9 else (mid, hi)
+    return float(np.floor(lo * 1e6) / 1e6)
+
+
+def pair_vector(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Two unit-norm sentence embeddings -> [a * b, |a - b|]: a learned weighting of these (fit_pair_metric) is a
+    per-dimension re-weighted cosine / distance (the plain cosine is the sum of the first half)."""
+    return np.concatenate([a * b, np.abs(a - b)])
+
+
+def fit_pair_metric(M: np.ndarray, y: np.ndarray, alpha: float) -> dict:
+    """Ridge regression (intercept unpenalised, closed form, numpy only) of y on pair vectors -> a plain dict."""
+    M, y = np.asarray(M, float), np.asarray(y, float)
+    mu = M.mean(0)
+    C = M - mu
+    coef = np.linalg.solve(C.T @ C + alpha * np.eye(C.shape[1]), C.T @ (y - y.mean()))
+    return {'coef': [round(float(v), 6) for v in coef], 'intercept': round(float(y.mean() - mu @ coef), 6)}
+
+
 VQA_FEATURES = ('contain', 'srec', 'srec1', 'srnq', 'wsim', 'wsim1', 'wsnq', 'len', 'wrongnum', 'yesno', 'hedge',
                 'ansq')
 CAP_FEATURES = ('sim', 'sim1', 'rec', 'top2', 'wrec', 'prec', 'len', 'extra')
@@ -391,11 +441,27 @@ class OfflineJudge:
         feats = self.vqa_features(question, output, answer, tokens=uses_token_features(model))
         return float(np.clip(apply_linear(model, feats), 0.0, 1.0))
 
-    def cap_grades(self, output: str, captions: Sequence[str]) -> list[int]:
-        """One 0/1/2 verdict per reference caption (fitted linear score, fitted thresholds)."""
-        model = self.params['cap_model']
+    def cap_scores(self, output: str, captions: Sequence[str], model: dict | None = None) -> list[float]:
+        """Expected score on [0, 1] of each reference caption's verdict (not clipped): the fitted linear model on
+        cap_features, plus the fitted pair metric (model['pair']) on the MiniLM vectors of output and caption,
+        times model['calibration'] (fit_calibration: keeps the mean score after sum_verdicts on the GPT-3.5 mean)."""
+        model = model or self.params['cap_model']
         z = [apply_linear(model, f) for f in self.cap_features(output, captions, uses_token_features(model))]
-        return cap_verdicts(z, model['thresholds'], model.get('spread', 0.0))
+        if 'pair' in model:
+            vecs = self._vectors([output, *captions])
+            w, b = np.array(model['pair']['coef']), model['pair']['intercept']
+            z = [zi + b + float(pair_vector(vecs[output], vecs[c]) @ w) for zi, c in zip(z, captions)]
+        c = float(model.get('calibration', 1.0))
+        return [c * zi for zi in z]
+
+    def cap_grades(self, output: str, captions: Sequence[str]) -> list[int]:
+        """One 0/1/2 verdict per reference caption: sum_verdicts of cap_scores (a model with `thresholds`:
+        cap_verdicts, fixed thresholds staggered by `spread`)."""
+        model = self.params['cap_model']
+        z = self.cap_scores(output, captions, model)
+        if 'thresholds' in model:
+            return cap_verdicts(z, model['thresholds'], model.get('spread', 0.0))
+        return sum_verdicts(z)
 
     # -- per item
     def score(self, item: Item, kind: str) -> float | None:
