@@ -128,9 +128,10 @@ def _cell_bytes(cell) -> bytes:
 
 
 def default_suffix(cell) -> str:
-    """The file suffix of a base64 image cell written under a default name: '.jpg' for a JPEG, else '.png'."""
+    """The file suffix of a base64 image cell written under a default name: '.jpg' for a JPEG, else '.png'
+    (read from the cell's first 8 characters: this runs for every prompt)."""
     try:
-        return '.jpg' if _cell_bytes(cell).startswith(b'\xff\xd8\xff') else '.png'
+        return '.jpg' if _cell_bytes(str(cell)[:8]).startswith(b'\xff\xd8\xff') else '.png'
     except ValueError:                          # not base64: write_image_cell says so, naming the row
         return '.png'
 
