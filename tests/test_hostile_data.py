@@ -73,21 +73,21 @@ def _recolored(cell: str, color) -> str:
 def test_every_dataset_rewrites_images_of_a_changed_tsv(registered, lmu, module, cls_name, demo, full):
     import importlib
 
-    from vlmeval_ext.core.dataset import write_dataset_tsv
+    from vlmeval_ext.core.io import tsv_path, write_kit_tsv
     cls = getattr(importlib.import_module(module), cls_name)
     table = pd.read_csv(cls.demo_tsv(demo), sep='\t', dtype=str, keep_default_na=False)
     row = _first_image_row(table)
     cells = table['image'].tolist()
     original = cells[row]
     cells[row] = _recolored(original, (200, 0, 0))
-    write_dataset_tsv(table.assign(image=cells), full)
+    write_kit_tsv(table.assign(image=cells), tsv_path(full))
     index = table['index'][row]
     first = cls(full)
     line = first.data[first.data['index'].astype(str) == index].iloc[0]
     path = first.dump_image(line)[0]
     assert _pixels(path) == (200, 0, 0)
     cells[row] = _recolored(original, (0, 0, 200))
-    write_dataset_tsv(table.assign(image=cells), full)                      # the TSV changed (new md5 sidecar)
+    write_kit_tsv(table.assign(image=cells), tsv_path(full))                      # the TSV changed (new md5 sidecar)
     second = cls(full)
     line = second.data[second.data['index'].astype(str) == index].iloc[0]
     assert second.dump_image(line)[0] == path and _pixels(path) == (0, 0, 200)
@@ -95,12 +95,12 @@ def test_every_dataset_rewrites_images_of_a_changed_tsv(registered, lmu, module,
 
 # ---- one broken image row: counted, the rest runs ---------------------------------------------------------------
 def _grab_with_broken_row(lmu, row: int = 5):
-    from vlmeval_ext.core.dataset import write_dataset_tsv
+    from vlmeval_ext.core.io import write_kit_tsv
     from vlmeval_ext.grab.make_demo import DEMO_TSV
     table = pd.read_csv(DEMO_TSV, sep='\t', dtype=str, keep_default_na=False)
     cells = table['image'].tolist()
     cells[row] = cells[row][:2000]                     # a truncated PNG: base64 characters, not an image
-    write_dataset_tsv(table.assign(image=cells), 'GRAB', str(lmu))
+    write_kit_tsv(table.assign(image=cells), lmu / 'GRAB.tsv')
     return table, table['index'][row]
 
 
@@ -171,11 +171,11 @@ def test_eval_with_answers_edited_to_match_is_refused(tmp_path):
 
 
 def test_eval_of_a_full_split_checks_against_the_prepared_tsv(tmp_path):
-    from vlmeval_ext.core.dataset import write_dataset_tsv
+    from vlmeval_ext.core.io import write_kit_tsv
     from vlmeval_ext.grab.make_demo import DEMO_TSV
     lmu = tmp_path / 'LMUData'
     lmu.mkdir()
-    write_dataset_tsv(pd.read_csv(DEMO_TSV, sep='\t', dtype=str, keep_default_na=False), 'GRAB', str(lmu))
+    write_kit_tsv(pd.read_csv(DEMO_TSV, sep='\t', dtype=str, keep_default_na=False), lmu / 'GRAB.tsv')
     path = _demo_predictions(tmp_path, edit_answers=True).rename(tmp_path / 'M_GRAB.tsv')
     proc = _cli(['eval', '--data', 'GRAB', '--pred', path], tmp_path)
     assert proc.returncode == 2 and "is not the dataset's own answer" in proc.stderr and 'GRAB.tsv' in proc.stderr

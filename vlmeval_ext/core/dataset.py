@@ -38,9 +38,9 @@ from vlmeval.dataset.image_base import ImageBaseDataset
 
 from vlmeval_ext.core.evaluation import ExtEvaluation
 from vlmeval_ext.core.io import (DataError, file_md5, lmu_data_root, parse_list_cell, read_table, require_columns,
-                                 stem_path, tsv_path, write_kit_tsv)
+                                 stem_path, tsv_path)
 
-__all__ = ['ExtImageDataset', 'BadImageCell', 'image_problem', 'write_image_cell', 'default_suffix', 'write_dataset_tsv', 'safe_join', 'lmu_data_root',
+__all__ = ['ExtImageDataset', 'BadImageCell', 'image_problem', 'write_image_cell', 'default_suffix', 'safe_join', 'lmu_data_root',
            'tsv_path', 'stem_path', 'kit_ready_table', 'images_from_tsv', 'SAFE_INDEX']
 
 # What the kit's `eval` of an index may see: an integer, or a name that is no Python constant.
@@ -49,11 +49,6 @@ _PY_CONSTANTS = {'True', 'False', 'None'}
 _BASE64 = re.compile(r'[A-Za-z0-9+/=\r\n]+')
 # The kit's rule: an image cell of at most 64 characters names the row holding the image.
 KIT_REFERENCE_MAX = 64
-
-
-def write_dataset_tsv(df: pd.DataFrame, name: str, out_dir: str | None = None) -> str:
-    """Write `<name>.tsv` under $LMUData (or out_dir) the kit's way, with the `.md5` sidecar load_data checks."""
-    return write_kit_tsv(df, osp.join(out_dir or lmu_data_root(), f'{name}.tsv'))
 
 
 def safe_join(root: str, name: str, where: str) -> str:
