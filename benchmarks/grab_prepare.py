@@ -5,7 +5,7 @@ as the official PNGs), written as a manual-download layout (grab.json + images/)
 
 - before: the pipeline as it was (alpha_composite + convert('RGB') + LANCZOS to 2048 px + PNG at Pillow's
   default zlib level 6, a thread pool of min(8, CPUs) threads, the same window), reproduced below;
-- after: `vlmeval_ext.grab.data.prepare()` (paste through alpha, the same LANCZOS resize and PNG encoding, one
+- after: `vlmeval_ext.prepare.grab.build_tsv()` (paste through alpha, the same LANCZOS resize and PNG encoding, one
   worker process per CPU).
 Both run alternately `--rounds` times over the same images, each run in a fresh subprocess (its own peak RSS,
 its CPU time including worker processes); the table gives medians. Every prepared image of both is decoded and
@@ -39,8 +39,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from vlmeval_ext.grab import data  # noqa: E402
-from vlmeval_ext.grab.score import normalized_score, official_correct  # noqa: E402
+from vlmeval_ext.prepare import grab as data  # noqa: E402
+from vlmeval_ext.dataset.utils.grab import normalized_score, official_correct  # noqa: E402
 
 OFFICIAL_SIZE = (5836, 4842)
 
@@ -156,7 +156,7 @@ def child(name: str, root: Path, out: Path) -> None:
         if name == 'before':
             before_prepare(out, root)
         else:
-            data.prepare(out, root, progress=False)
+            data.build_tsv(out, root, progress=False)
     wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
     print(json.dumps({'wall': wall, 'cpu': cpu, 'rss_gb': memory.peak_gb}))
 

@@ -24,16 +24,20 @@ import json
 import time
 from pathlib import Path
 
+import sys
+
 import numpy as np
 from scipy.stats import spearmanr
 
-from vlmeval_ext.rbench.fixtures import llava15_items, read_official_results
-from vlmeval_ext.testing.fixtures import unpacked_fixtures  # noqa: E402
-from vlmeval_ext.rbench.offline_judge import (CAP_FEATURES, CAP_TOKEN_FEATURES, OFFLINE_LABEL, VQA_FEATURES,
-                                              VQA_TOKEN_FEATURES, OfflineJudge, _norm,
-                                              _alternatives, _sentences, apply_linear, cap_verdicts,
-                                              fit_calibration, fit_linear, fit_pair_metric, pair_vector, sum_verdicts,
-                                              votes_for)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests'))
+
+from helpers.fixtures import llava15_items, read_official_results, unpacked_fixtures  # noqa: E402
+from vlmeval_ext.offline_judge import (  # noqa: E402
+    CAP_FEATURES, CAP_TOKEN_FEATURES, OFFLINE_LABEL, VQA_FEATURES, VQA_TOKEN_FEATURES, OfflineJudge, _norm,
+    _alternatives, _sentences, apply_linear, cap_verdicts, fit_calibration, fit_linear, fit_pair_metric,
+    pair_vector, sum_verdicts, votes_for
+)
 
 ALPHA = 1.0                                    # ridge penalty (standardised features)
 CAP_GRID = np.round(np.arange(0.0, 1.001, 0.025), 3)

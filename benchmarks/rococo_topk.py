@@ -2,7 +2,7 @@
 
 Three measurements on the same random unit embeddings (dim 512), each in a fresh subprocess so peak RSS is its own:
   gemm      the similarity GEMM alone, in the same row blocks (the floor any exact method pays)
-  blockwise vlmeval_ext.rococo.protocol.rank_blockwise (rank of the best ground truth + top-10 per row)
+  blockwise vlmeval_ext.dataset.utils.rococo_retrieval.rank_blockwise (rank of the best ground truth + top-10 per row)
   official  the official itm_eval loop: full 5,000 x 50,010 matrix, np.argsort per row, np.where per ground truth
             (run on --official-rows rows and scaled linearly to 5,000 when fewer; its matrix is built in full)
 The blockwise ranks are checked equal to the official ones on the rows the official loop ran. gemm and blockwise
@@ -43,7 +43,7 @@ def embeddings(seed=0):
 
 
 def run_one(method: str, official_rows: int, block_rows: int) -> dict:
-    from vlmeval_ext.rococo.protocol import rank_blockwise
+    from vlmeval_ext.dataset.utils.rococo_retrieval import rank_blockwise
     img, txt, pos = embeddings()
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
@@ -56,7 +56,7 @@ def run_one(method: str, official_rows: int, block_rows: int) -> dict:
         rows = N_IMG
     elif method == 'select':
         # The selection alone: the same blocks as rank_blockwise, timing only what follows each GEMM.
-        from vlmeval_ext.rococo.protocol import _select_block
+        from vlmeval_ext.dataset.utils.rococo_retrieval import _select_block
         gt = np.ascontiguousarray(txt.T)
         t0, cpu = 0.0, 0.0
         for s in range(0, N_IMG, block_rows):
@@ -71,7 +71,7 @@ def run_one(method: str, official_rows: int, block_rows: int) -> dict:
             cpu += time.process_time() - cpu_start
         rows = N_IMG
     elif method == 'blockwise':
-        ranks = rank_blockwise(img, txt, pos, k=10, block_rows=block_rows).rank
+        ranks = rank_blockwise(img, txt, pos, k=10, block_rows=block_rows)[0]
         rows = N_IMG
     else:
         sims = img @ txt.T                                       # the official evalrank materialises all of it

@@ -61,7 +61,7 @@ def make_rbench(root: Path, n: int, fixtures: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from vlmeval_ext.rbench.data import read_question_bank
+    from vlmeval_ext.prepare.rbench import read_question_bank
     bank = read_question_bank(fixtures / 'rbench' / 'Ref_Release.csv')
     pool = photos(32)
     root.mkdir(parents=True, exist_ok=True)
@@ -93,7 +93,7 @@ def make_grab(root: Path, n: int, fixtures: Path) -> Path:
 
 
 def make_rococo(root: Path, n: int, fixtures: Path) -> tuple[Path, Path]:
-    from vlmeval_ext.rococo import data as D
+    from vlmeval_ext.prepare import rococo as D
     ann_dir, coco = root / 'annotations', root / 'coco'
     ann_dir.mkdir(parents=True, exist_ok=True)
     entries = json.loads((fixtures / 'rococo' / D.ANNOTATION_FILES['clean']).read_text())[:n]
@@ -111,23 +111,23 @@ def make_rococo(root: Path, n: int, fixtures: Path) -> tuple[Path, Path]:
 def step(name: str, args: dict) -> dict:
     """Run in the child: one measured step; returns what it measured besides time and memory."""
     if name == 'rbench-prepare':
-        from vlmeval_ext.core.io import file_md5
-        from vlmeval_ext.rbench.data import prepare
+        from vlmeval_ext.io import file_md5
+        from vlmeval_ext.prepare.rbench import build_tsv
         out = Path(args['lmu']) / 'R-Bench-Full.tsv'
-        rows = prepare(args['source'], out, allow_subset=True)['rows']
+        rows = build_tsv(args['source'], out, allow_subset=True)['rows']
         Path(f'{out}.md5').write_text(file_md5(out) + '\n')
         return {'rows': rows, 'tsv_bytes': out.stat().st_size}
     if name == 'grab-prepare':
-        from vlmeval_ext.core.io import file_md5
-        from vlmeval_ext.grab.data import prepare
+        from vlmeval_ext.io import file_md5
+        from vlmeval_ext.prepare.grab import build_tsv
         out = Path(args['lmu']) / 'GRAB.tsv'
-        prepare(out, args['source'], progress=False)
+        build_tsv(out, args['source'], progress=False)
         Path(f'{out}.md5').write_text(file_md5(out) + '\n')
         return {'tsv_bytes': out.stat().st_size}
     if name == 'rococo-prepare':
-        from vlmeval_ext.rococo.evaluator import RoCOCORetrievalEvaluator   # what `vlmeval-ext prepare` calls
+        from vlmeval_ext.prepare.rococo import prepare_tsv   # what `vlmeval-ext prepare` calls
         start = time.perf_counter()
-        path = RoCOCORetrievalEvaluator.prepare('RoCOCO-T2I-mix', args['source'], coco_root=args['coco'])
+        path = prepare_tsv('RoCOCO-T2I-mix', args['source'], coco_root=args['coco'])
         wall = time.perf_counter() - start
         files = sorted(f for f in Path(args['coco']).glob('mix_*/*') if f.is_file())
         # The same mixed images as lossless PNG (re-encoded from the decoded JPEGs), on a sample of 60.
@@ -149,12 +149,9 @@ def step(name: str, args: dict) -> dict:
     if name.endswith('-build'):
         import vlmeval_ext
         vlmeval_ext.register()
-        cls, dataset = {'rbench-build': ('vlmeval_ext.rbench.dataset:RBenchFull', 'R-Bench-Full'),
-                        'grab-build': ('vlmeval_ext.grab.dataset:GRAB', 'GRAB'),
-                        'rococo-build': ('vlmeval_ext.rococo.dataset:RoCOCORetrieval', 'RoCOCO-T2I-mix')}[name]
-        module, attr = cls.split(':')
-        import importlib
-        klass = getattr(importlib.import_module(module), attr)
+        from vlmeval_ext.registry import plugin_class
+        dataset = {'rbench-build': 'R-Bench-Full', 'grab-build': 'GRAB', 'rococo-build': 'RoCOCO-T2I-mix'}[name]
+        klass = plugin_class(dataset)
         start = time.perf_counter()
         obj = klass(dataset)
         return {'rows': len(obj.data), 'build_s': time.perf_counter() - start}
@@ -194,30 +191,30 @@ def eval_rbench(root: Path, fixtures: Path) -> dict:
     sys.path.insert(0, str(REPO / 'benchmarks'))
     os.environ['VLMEVAL_EXT_CACHE'] = str(root / 'cache')
     os.environ.setdefault('OPENAI_API_KEY', 'sk-benchmark-fake')
-    from judge_cache import evaluate, with_judge, write_predictions
+    from judge_cache import evaluate, free_port, with_judge, write_predictions
     import vlmeval.dataset  # noqa: F401
     first = write_predictions(root / 'run1', fixtures / 'rbench')
     second = root / 'run2' / first.name
     second.parent.mkdir(parents=True)
     shutil.copyfile(first, second)
     # One judge endpoint for both runs (verdicts are cached per endpoint): the second run asks nothing.
-    ((s1, w1), (s2, w2)), _ = with_judge(lambda: (evaluate(first, 'efficient'), evaluate(second, 'efficient')))
-    return {'rows': 2970, 'first_s': w1, 'first_calls': s1['judge']['calls_made'], 'cached_s': w2,
-            'cached_calls': s2['judge']['calls_made'], 'cached_reused': s2['judge']['calls_cached']}
+    ((s1, w1), (s2, w2)), _ = with_judge(lambda: (evaluate(first, 'efficient', 32), evaluate(second, 'efficient', 32)),
+                                         free_port(), 0.0)
+    return {'rows': 2970, 'first_s': w1, 'first_calls': s1['judge_calls']['made'], 'cached_s': w2,
+            'cached_calls': s2['judge_calls']['made'], 'cached_reused': s2['judge_calls']['reused_from_cache']}
 
 
 def eval_grab(root: Path, fixtures: Path) -> dict:
     import pandas as pd
 
-    from vlmeval_ext.grab.dataset import GRAB
+    from vlmeval_ext.registry import plugin_class
     questions = json.loads((fixtures / 'grab' / 'grab.json').read_text())
     rows = [{'index': q['pid'], **{k: q[k] for k in ('pid', 'question', 'answer', 'task', 'category', 'complexity')},
              'prediction': f'Looking at the plot, the answer is {q["answer"]}.'} for q in questions.values()]
     path = root / 'grab' / 'model_GRAB.xlsx'
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_excel(path, index=False)
-    dataset = GRAB.for_evaluation('GRAB')
-    dataset.write_plots = True
+    dataset = plugin_class('GRAB').for_predictions('GRAB', str(path))
     start = time.perf_counter()
     dataset.evaluate(str(path))
     return {'rows': len(rows), 'seconds': time.perf_counter() - start}
@@ -227,9 +224,9 @@ def eval_rococo(fixtures: Path) -> dict:
     import numpy as np
     import pandas as pd
 
-    from vlmeval_ext.rococo import data as D
-    from vlmeval_ext.rococo import protocol as P
-    ann = P.load_annotation(fixtures / 'rococo' / D.ANNOTATION_FILES['clean'])
+    from vlmeval_ext.dataset.utils import rococo_retrieval as D
+    from vlmeval_ext.prepare import rococo as P
+    ann = P.load_annotation(fixtures / 'rococo' / P.ANNOTATION_FILES['clean'])
     rng = np.random.default_rng(0)
     n, t = ann.n_images, ann.n_texts
     rows = []
@@ -244,7 +241,7 @@ def eval_rococo(fixtures: Path) -> dict:
     vectors = rng.standard_normal((len(frame), 512)).astype(np.float32)
     frame['prediction'] = [D.encode_vector(v) for v in vectors]
     start = time.perf_counter()
-    D.score_retrieval(frame, 't2i', 'scale-benchmark')
+    D.score_predictions(frame, 't2i', 'scale-benchmark')
     return {'rows': len(frame), 'seconds': time.perf_counter() - start}
 
 
@@ -268,7 +265,8 @@ def main() -> None:
         return report_only(a)
     if a.child:
         return child(a.child, json.loads(a.args))
-    from vlmeval_ext.testing.fixtures import unpacked_fixtures
+    sys.path.insert(0, str(REPO / 'tests'))
+    from helpers.fixtures import unpacked_fixtures
     fixtures = unpacked_fixtures()
     started = time.time()
     load = os.getloadavg()[0]
@@ -391,7 +389,7 @@ def write_report(a, results: dict, evals: dict, runs: list) -> None:
                   'real COCO val2014 JPEGs average ~160 KB (6.2 GB for 40,504 files), ~1.07 GB of base64 for 5,000). Time: `prepare` took '
                   f'{per_mixed_s:.2f} s per mixed image on this shared machine (mixing, encoding and the TSV), '
                   f'~{15000 * per_mixed_s / 60:.0f} min for the full set at that rate. Scores: the stored images '
-                  'are byte for byte those of the official recipe (tests/test_rococo_mixed.py), so T2I scores are '
+                  'are byte for byte those of the official recipe (tests/plugin/test_rococo_mixed_images.py), so T2I scores are '
                   'the paper\'s gallery; PNG would be a different gallery (no JPEG loss), whose effect on scores '
                   'could not be measured here: no image-text embedding weights are available offline.']
     lines += ['', '## Goals', '']

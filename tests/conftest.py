@@ -4,9 +4,13 @@ from __future__ import annotations
 from importlib import metadata
 from pathlib import Path
 
+import sys
+
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# tests/helpers (the loopback server, the kit runner, the fixtures) import as `helpers.*` from every test folder
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.fixture(scope='session')
@@ -26,7 +30,7 @@ def kit_flavour() -> str:
 @pytest.fixture(scope='session')
 def fixtures_dir(tmp_path_factory) -> Path:
     """tests/fixtures decompressed: real benchmark questions, answers and model outputs (no images)."""
-    from vlmeval_ext.testing.fixtures import unpacked_fixtures
+    from helpers.fixtures import unpacked_fixtures
     return unpacked_fixtures(tmp_path_factory.mktemp('fixtures'))
 
 
@@ -35,7 +39,7 @@ FAKE_KEY = 'sk-vlmevalext-FAKE-0123456789abcdef'   # a known fake key: tests gre
 
 @pytest.fixture(scope='session', autouse=True)
 def _session_verdict_cache(tmp_path_factory):
-    """Nothing a test runs writes to the user's verdict cache (VLMEVAL_EXT_CACHE, see vlmeval_ext.core.judge)."""
+    """Nothing a test runs writes to the user's verdict cache (VLMEVAL_EXT_CACHE, see vlmeval_ext.judging)."""
     import os
     before = os.environ.get('VLMEVAL_EXT_CACHE')
     os.environ['VLMEVAL_EXT_CACHE'] = str(tmp_path_factory.mktemp('verdict-cache-session'))
@@ -55,7 +59,7 @@ def _verdict_cache_per_test(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def loopback():
     """A started loopback OpenAI-compatible server (127.0.0.1, free port), stopped after the test."""
-    from vlmeval_ext.testing.loopback_server import LoopbackServer
+    from helpers.loopback_server import LoopbackServer
     server = LoopbackServer().start()
     try:
         yield server
@@ -66,7 +70,7 @@ def loopback():
 @pytest.fixture
 def kit_env(tmp_path, loopback):
     """Environment for running run.py / vlmeval-ext as a subprocess against the loopback server."""
-    from vlmeval_ext.testing.kit_run import kit_environment
+    from helpers.kit_run import kit_environment
     return kit_environment(tmp_path, loopback)
 
 

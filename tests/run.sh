@@ -39,6 +39,17 @@ run_leg() {
   "$venv/bin/python" -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --durations=15 "${PYTEST_ARGS[@]}"
 }
 
+# The report's browser test needs a Chromium; Debian's package, installed here when there is none.
+ensure_chromium() {
+  local name
+  for name in chromium chromium-browser google-chrome; do command -v "$name" >/dev/null && return 0; done
+  echo "[tests] installing Debian's chromium (the report's browser test opens the page in it)" >&2
+  local sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
+  { "${sudo[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq chromium; } \
+    >/dev/null || { echo "[tests] could not install chromium (apt-get install -y chromium); the browser test will fail" >&2; return 0; }
+}
+ensure_chromium
+
 # Arguments go to pytest; without a test path among them, the whole of tests/.
 PYTEST_ARGS=("$@")
 case " $* " in *" tests"*) ;; *) PYTEST_ARGS=(tests "$@") ;; esac

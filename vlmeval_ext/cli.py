@@ -1,4 +1,5 @@
-"""`vlmeval-ext <subcommand>` (also `python -m vlmeval_ext <subcommand>`)."""
+"""`vlmeval-ext <command>` (also `python -m vlmeval_ext <command>`). Every command asks the registry
+(vlmeval_ext.registry) which benchmarks and datasets exist; `list`, `prepare` and every `--help` import no kit."""
 from __future__ import annotations
 
 import argparse
@@ -6,44 +7,38 @@ import importlib
 import json
 import os
 import sys
+from pathlib import Path
 
 from vlmeval_ext.errors import ExtError, report
 
-# Subcommands implemented by a benchmark module: name -> ('module:function taking argv', help).
+# Commands implemented elsewhere: name -> ('module:function taking argv', help).
 DELEGATED = {
     'corrupt-image': ('vlmeval_ext.corrupt.cli:corrupt_image_main', 'write the 33 distortions of one image'),
     'corrupt': ('vlmeval_ext.corrupt.cli:corrupt_dataset_main', 'build <Dataset>-RC paired robustness variants'),
-    'rococo': ('vlmeval_ext.rococo.__main__:main', 'RoCOCO tools: prepare, embed, score, gallery, make-mixed'),
-    'leaderboard': ('vlmeval_ext.core.leaderboard:leaderboard_main', 'collect a work dir into a leaderboard'),
-    'diff-manifests': ('vlmeval_ext.core.manifest:diff_manifests_main', 'why two runs may disagree'),
-    'summary': ('vlmeval_ext.core.summary:summary_main',
+    'rococo': ('vlmeval_ext.rococo:main',
+               'RoCOCO tools: prepare, embed, score, gallery, make-mixed, demo-gallery'),
+    'leaderboard': ('vlmeval_ext.records.leaderboard:leaderboard_main', 'collect a work dir into a leaderboard'),
+    'diff-manifests': ('vlmeval_ext.records.manifest:diff_manifests_main', 'why two runs may disagree'),
+    'summary': ('vlmeval_ext.records.summary:summary_main',
                 'one table per benchmark of a work dir, with units (Markdown + CSV)'),
-    'export-upstream': ('vlmeval_ext.upstream_export:export_main',
-                        'write our benchmarks as kit-native code into a VLMEvalKit checkout, and its git diff'),
+    'compare': ('vlmeval_ext.records.compare:compare_main',
+                'does model B really beat model A? paired differences with intervals and p-values'),
+    'report': ('vlmeval_ext.records.report_html:report_main',
+               'one self-contained HTML page of a work dir: tables, plots and the items behind them'),
+    'export-upstream': ('vlmeval_ext.export:export_main',
+                        'one patch per benchmark for a VLMEvalKit checkout, with its pull-request text'),
 }
 
 
-def _unknown(name: str) -> ExtError:
-    from vlmeval_ext.registry import dataset_names
-    return ExtError(f'unknown dataset {name!r}; ours are: {", ".join(dataset_names())}')
-
-
-def _preparing_class(name: str):
-    """The kit-free class whose `prepare` builds dataset `name` (prepare never imports the kit or torch)."""
-    from vlmeval_ext.registry import evaluator_for_dataset
-    cls = evaluator_for_dataset(name)
-    if cls is None:
-        raise _unknown(name)
-    return cls
-
-
-def _evaluation_class(name: str):
-    """The class that evaluates `name`: kit-free unless its evaluate needs the kit (RoCOCO-MCQ, -RC)."""
-    from vlmeval_ext.registry import class_for_evaluation
-    cls = class_for_evaluation(name)
-    if cls is None:
-        raise _unknown(name)
-    return cls
+def _record(name: str):
+    from vlmeval_ext.registry import benchmark_of, dataset_names
+    record = benchmark_of(name)
+    if record is None:
+        import difflib
+        near = difflib.get_close_matches(name, dataset_names(), n=3, cutoff=0.6)
+        hint = f'did you mean {", ".join(near)}? ' if near else ''
+        raise ExtError(f'unknown dataset {name!r}; {hint}`vlmeval-ext list` shows ours')
+    return record
 
 
 def cmd_run(argv):
@@ -51,45 +46,60 @@ def cmd_run(argv):
     return run(argv)
 
 
+def judge_kwargs_of(args) -> dict:
+    from vlmeval_ext.launcher import judge_options_of, refuse_secrets
+    refuse_secrets([args.judge_args or '', args.judge_base_url or ''])
+    kit_args, options = judge_options_of(args.judge_args)
+    kwargs = {'nproc': args.api_nproc, 'timeout': args.judge_timeout, **kit_args, **options}
+    if args.retry is not None and 'judge_retries' not in options:
+        kwargs['judge_retries'] = args.retry
+    if args.judge:
+        kwargs['model'] = args.judge
+    if args.judge_base_url:
+        kwargs['api_base'] = f"{args.judge_base_url.rstrip('/')}/chat/completions"
+    return kwargs
+
+
 def cmd_eval(argv):
     p = argparse.ArgumentParser(prog='vlmeval-ext eval',
-                                description='Evaluate an existing predictions file (.tsv/.xlsx/.csv) without the '
-                                            'dataset TSV or the model. API keys come from the environment '
-                                            '(OPENAI_API_KEY), never from the command line.')
+                                description='Evaluate an existing predictions file (.tsv/.xlsx/.csv) with the kit '
+                                            "dataset's own evaluate, without the dataset TSV or the model. API keys "
+                                            'come from the environment (OPENAI_API_KEY), never the command line.')
     p.add_argument('--data', required=True, help='dataset name (`vlmeval-ext list`)')
-    p.add_argument('--pred', required=True, help='predictions file; the kit names them <model>_<dataset>.xlsx')
+    p.add_argument('--pred', required=True, help='predictions file; the kit names them <model>_<dataset>.tsv')
     p.add_argument('--model', default=None,
                    help='model name recorded in the manifest and reports (default: the <model> of a '
                         '<model>_<dataset>.<ext> file name, else the file\'s folder)')
-    p.add_argument('--judge', default=None, help='judge model name (kit build_judge), or "offline"')
+    p.add_argument('--judge', default=None, help='judge model name (the kit\'s build_judge), or "offline"')
     p.add_argument('--judge-base-url', default=None, help='OpenAI-compatible base URL, e.g. http://host:8000/v1')
     p.add_argument('--judge-args', default=None, help='JSON, e.g. {"judge_mode": "efficient"}')
-    p.add_argument('--api-nproc', type=int, default=4)
-    p.add_argument('--retry', type=int, default=3)
+    p.add_argument('--api-nproc', type=int, default=4, help='judge calls at once')
+    p.add_argument('--retry', type=int, default=None, help='attempts after a failed judge call (default 3)')
     p.add_argument('--judge-timeout', type=int, default=600)
     args = p.parse_args(argv)
     if not os.path.isfile(args.pred):
         raise ExtError(f'predictions file {args.pred} not found')
-    cls = _evaluation_class(args.data)
-    judge_kwargs = {'nproc': args.api_nproc, 'judge_retries': args.retry, 'timeout': args.judge_timeout}
-    if args.judge_args:
-        try:
-            extra = json.loads(args.judge_args)
-        except ValueError as err:
-            raise ExtError(f'--judge-args is not valid JSON ({err}): {args.judge_args[:80]!r}') from None
-        if not isinstance(extra, dict):
-            raise ExtError(f'--judge-args must be a JSON object, e.g. {{"judge_mode": "efficient"}}; got '
-                           f'{args.judge_args[:80]!r}')
-        judge_kwargs.update(extra)
-    if args.judge:
-        judge_kwargs['model'] = args.judge
-    if args.judge_base_url:
-        judge_kwargs['api_base'] = f"{args.judge_base_url.rstrip('/')}/chat/completions"
-    result = cls.for_evaluation(args.data).evaluate(args.pred, **judge_kwargs)
+    record = _record(args.data)
+    kwargs = judge_kwargs_of(args)
+    from vlmeval_ext.interrupt import EXIT_STATUS, handling_ctrl_c, interrupted
+    from vlmeval_ext.launcher import interrupted_line
+    from vlmeval_ext.registry import load_object, register
+    register()
+    cls = load_object(record.plugin_class)
+    try:
+        with handling_ctrl_c(interrupted_line):
+            result = cls.for_predictions(args.data, args.pred).evaluate(args.pred, **kwargs)
+    except KeyboardInterrupt:
+        print(f'[vlmeval-ext] INTERRUPTED: {interrupted_line()}', file=sys.stderr)
+        return EXIT_STATUS
+    if interrupted():
+        return EXIT_STATUS
     _print_result(result)
-    from vlmeval_ext.reporting import write_run_records
-    records = write_run_records(args.data, args.pred, judge_kwargs, model_name=args.model)
+    from vlmeval_ext.records.run_records import write_run_records
+    records = write_run_records(args.data, args.pred, kwargs, model_name=args.model)
     print(f'run records: {records["manifest"]}' + (f', {records["vs_paper"]}' if records['vs_paper'] else ''))
+    from vlmeval_ext.records.report_html import report_line
+    print(report_line(Path(args.pred).resolve().parent))
     return 0
 
 
@@ -98,14 +108,25 @@ def cmd_records(argv):
                                 description='Write <stem>_manifest.json (and <stem>_vs_paper.* when the model maps '
                                             'to a published row) for a predictions file the kit evaluated, e.g. '
                                             'after running the kit\'s own run.py. Our run.py does this itself.')
-    p.add_argument('pred', help="the kit's predictions file, <work-dir>/<model>/[<run>/]<model>_<dataset>.xlsx")
+    p.add_argument('pred', help="the kit's predictions file, <work-dir>/<model>/[<run>/]<model>_<dataset>.tsv")
     p.add_argument('--data', required=True)
     p.add_argument('--judge', default=None, help='the --judge of the run (recorded when the score file names none)')
     args = p.parse_args(argv)
     if not os.path.isfile(args.pred):
         raise ExtError(f'predictions file {args.pred} not found')
-    _evaluation_class(args.data)
-    from vlmeval_ext.reporting import write_run_records
+    record = _record(args.data)
+    from pathlib import Path
+
+    from vlmeval_ext.coverage import check_against_dataset
+    from vlmeval_ext.io import load_predictions, stem_path
+    preds = load_predictions(args.pred, required=record.prediction_columns)   # the file is one of this dataset
+    if record.answer_columns and record.judge != 'embeddings':
+        check_against_dataset(preds, args.pred, record, args.data)
+    if not Path(stem_path(args.pred, '_score.json')).is_file() and not Path(
+            stem_path(args.pred, '_efficient_score.json')).is_file():
+        raise ExtError(f'{args.pred}: no score file beside it: evaluate it first (the kit\'s run.py, or '
+                       f'`vlmeval-ext eval --data {args.data} --pred {args.pred}`)')
+    from vlmeval_ext.records.run_records import write_run_records
     records = write_run_records(args.data, args.pred, {'model': args.judge} if args.judge else {})
     print(records['manifest'])
     if records['vs_paper']:
@@ -121,62 +142,63 @@ def _print_result(result):
         print(json.dumps(result, indent=2, default=str))
 
 
+PREPARE_FLAGS = {'coco_root': '--coco-root', 'allow_subset': '--allow-subset', 'max_side': '--max-side'}
+
+
 def cmd_prepare(argv):
     p = argparse.ArgumentParser(prog='vlmeval-ext prepare',
                                 description='Build the kit TSV under $LMUData from the official source, or from a '
                                             'local copy of the official release (--from) on offline machines. The '
                                             'folder layouts --from accepts are listed in the README ("Preparing '
-                                            'the data").')
+                                            'data").')
     p.add_argument('name')
     p.add_argument('--from', dest='source', default=None, help='local copy of the official release')
-    p.add_argument('--coco-root', default=None,
-                   help='RoCOCO: the COCO folder holding val2014/ (or set COCO_ROOT)')
+    p.add_argument('--coco-root', default=None, help='RoCOCO: the COCO folder holding val2014/ (or set COCO_ROOT)')
     p.add_argument('--allow-subset', action='store_true',
                    help='R-Bench-Full, GRAB, ReMI: keep a source with fewer (or more) items than the official '
-                        'release instead of stopping; the output says so')
+                        'release instead of stopping; the dataset is marked as a subset wherever it appears')
+    p.add_argument('--max-side', type=int, default=None,
+                   help='GRAB: cap on the long image side in px (default 2048; 0 keeps full size)')
     args = p.parse_args(argv)
-    cls = _preparing_class(args.name)
-    if not hasattr(cls, 'prepare'):
+    record = _record(args.name)
+    if record.prepare is None:
         raise ExtError(f'{args.name} is built by another command (see README)')
-    options = _prepare_options(cls, args)
-    path = cls.prepare(args.name, args.source, **options)
-    from vlmeval_ext.core.io import file_md5
+    if args.name in record.demos:
+        raise ExtError(f'{args.name} ships with the package (nothing to prepare)')
+    from vlmeval_ext.prepare.common import mark_subset, prepare_options
+    from vlmeval_ext.registry import load_object
+    function = load_object(record.prepare)
+    options = prepare_options(function, args.name, {k: getattr(args, k) for k in PREPARE_FLAGS}, PREPARE_FLAGS)
+    path = function(args.name, args.source, **options)
+    from vlmeval_ext.io import file_md5
+    mark_subset(path, record, args.allow_subset)
     print(f'{args.name}: {path} (md5 {file_md5(path)})')
     return 0
 
 
-def _prepare_options(cls, args) -> dict:
-    """The options given on the command line that this dataset's prepare takes; one it does not take is an
-    error naming the datasets that do."""
-    import inspect
-    accepted = inspect.signature(cls.prepare).parameters
-    options = {}
-    for flag, dest, value in (('--coco-root', 'coco_root', args.coco_root),
-                              ('--allow-subset', 'allow_subset', args.allow_subset)):
-        if not value:
-            continue
-        if dest not in accepted:
-            raise ExtError(f'prepare {args.name}: {flag} does not apply to this dataset')
-        options[dest] = value
-    return options
-
-
 def cmd_list(argv):
     argparse.ArgumentParser(prog='vlmeval-ext list', description='our datasets and their state').parse_args(argv)
-    from vlmeval_ext.core.io import file_md5, tsv_path
-    from vlmeval_ext.registry import DATASET_CLASS_PATHS, evaluator_classes
+    from vlmeval_ext.io import file_md5, tsv_path
+    from vlmeval_ext.prepare.common import subset_note
+    from vlmeval_ext.registry import BENCHMARKS, CORRUPTED, rc_names
     rows = []
-    for cls, path in zip(evaluator_classes(), DATASET_CLASS_PATHS):
-        for name in cls.supported_datasets():
-            path = tsv_path(cls.source_split(name))
-            if os.path.exists(path):
-                state, size, md5 = 'prepared', f'{os.path.getsize(path) / 1e6:.1f} MB', file_md5(path)
+    for record in (*BENCHMARKS, CORRUPTED):
+        names = record.all_names() if record is not CORRUPTED else rc_names()
+        for name in names:
+            path = tsv_path(record.split_of(name))
+            cls = record.plugin_class.partition(':')[2]
+            if name in record.demos:
+                state, size, md5 = 'demo (ships in package)', '-', record.demo_md5[record.demos[name]]
+            elif os.path.exists(path):
+                state = 'prepared' + (f' ({subset_note(path)})' if subset_note(path) else '')
+                size, md5 = f'{os.path.getsize(path) / 1e6:.1f} MB', file_md5(path)
             else:
-                state, size, md5 = ('demo (ships in package)' if name in cls.DEMO_DATASETS else 'not prepared'), '-', '-'
-            rows.append((name, path.partition(':')[2], state, size, md5))
-    widths = [max(len(str(r[i])) for r in rows + [('dataset', 'class', 'state', 'size', 'md5')]) for i in range(5)]
-    for r in [('dataset', 'class', 'state', 'size', 'md5')] + rows:
-        print('  '.join(str(v).ljust(w) for v, w in zip(r, widths)))
+                state, size, md5 = 'not prepared', '-', '-'
+            rows.append((name, cls, state, size, md5))
+    head = ('dataset', 'class', 'state', 'size', 'md5')
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(5)]
+    for r in [head] + rows:
+        print('  '.join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
     return 0
 
 
@@ -195,8 +217,8 @@ def main(argv=None) -> None:
             print(f'  {name:15s} {help_text}')
         sys.exit(0 if argv else 2)
     name, rest = argv[0], argv[1:]
-    from vlmeval_ext.core.logs import quiet_kit_notices
-    from vlmeval_ext.core.secrets import install_log_redaction
+    from vlmeval_ext.logs import quiet_kit_notices
+    from vlmeval_ext.secrets import install_log_redaction
     install_log_redaction()
     quiet_kit_notices()
     try:

@@ -42,8 +42,9 @@ def _parse_args_function(source: str) -> ast.FunctionDef | None:
     return None
 
 
-def kit_parser(source: str, prog: str = 'run.py') -> argparse.ArgumentParser | None:
-    """The kit's argument parser rebuilt from the text of its run.py, or None when it is not plain literals."""
+def kit_parser(source: str, prog: str = 'run.py', leave_out=()) -> argparse.ArgumentParser | None:
+    """The kit's argument parser rebuilt from the text of its run.py, or None when it is not plain literals;
+    options named in `leave_out` are not added."""
     try:
         func = _parse_args_function(source)
     except SyntaxError:
@@ -71,7 +72,8 @@ def kit_parser(source: str, prog: str = 'run.py') -> argparse.ArgumentParser | N
             try:
                 flags = [_literal(a, names) for a in call.args]
                 kwargs = _literal_keywords(call.keywords, names)
-                parser.add_argument(*flags, **kwargs)
+                if not set(flags) & set(leave_out):
+                    parser.add_argument(*flags, **kwargs)
             except (ValueError, TypeError, argparse.ArgumentError):
                 return None
     if parser is None or not any('--data' in a.option_strings for a in parser._actions):
@@ -79,14 +81,20 @@ def kit_parser(source: str, prog: str = 'run.py') -> argparse.ArgumentParser | N
     return parser
 
 
-def help_text(source: str, datasets: list[str], models: list[str], prog: str = 'run.py') -> str | None:
-    """What `run.py --help` prints: the kit's help, then the names vlmeval-ext adds; None when unreadable."""
-    parser = kit_parser(source, prog)
+def help_text(source: str, datasets: list[str], models: list[str], prog: str = 'run.py',
+              refused: dict | None = None) -> str | None:
+    """What `run.py --help` prints: the kit's help without the options we refuse, then the names vlmeval-ext
+    adds and what to use instead of each refused option; None when unreadable."""
+    refused = refused or {}
+    parser = kit_parser(source, prog, leave_out=tuple(refused))
     if parser is None:
         return None
+    instead = ''.join(f'  refused: {flag} (the kit would store it in status.json and its logs): set {home}\n'
+                      for flag, home in refused.items())
     return (f'{parser.format_help()}\n'
             'vlmeval-ext: this is VLMEvalKit\'s run.py with these datasets and models added (every option above '
             'works as in the kit):\n'
+            f'{instead}'
             f'  datasets: {", ".join(datasets)} (and <Dataset>-RC variants built by `vlmeval-ext corrupt`)\n'
             f'  models:   {", ".join(models)}\n'
             '  `vlmeval-ext --help` lists the other commands (prepare, eval, summary, leaderboard, ...).\n')

@@ -1,56 +1,57 @@
 """`python run.py ...` / `vlmeval-ext run ...`: VLMEvalKit's own run.py, with our datasets registered.
 
-Every kit flag works unchanged: the kit parses them. The launcher finds the kit's entry point itself (ms-vlmeval's
-`vlmeval.run`, else the `run.py` of the installed upstream checkout, beside its `vlmeval` package; the
-environment variable VLMEVALKIT_RUN_PY=/path/to/run.py overrides both), calls `vlmeval_ext.register()`, and adds
-these steps around the kit's run, each at our boundary (nothing of the kit is changed):
+Every kit flag works unchanged: the kit parses them. The launcher finds the kit's entry point (ms-vlmeval's
+`vlmeval.run`, else the `run.py` of the installed upstream checkout beside its `vlmeval` package;
+VLMEVALKIT_RUN_PY=/path/to/run.py overrides both), calls `vlmeval_ext.register()`, and adds these steps around the
+kit's run, each at our boundary (nothing of the kit is changed at run time):
 
-before
-- refuse arguments the kit would write into its status.json and logs: `--judge-key` / `--key` (keys belong in
-  the environment) and credentials inside `--judge-base-url` / `--base-url` / `--judge-args`;
-- an unknown --data name stops with the kit's message and our names (the kit would guess a "custom" dataset);
-- an API model (`--base-url`, a kit API model name, a --config API class) and an API `--judge` for our datasets
-  each get one test call; a dead endpoint stops the run before inference;
-- one run per work dir: an exclusive lock on `<work dir>/.vlmeval-ext-run.lock` is held from here to the end; a
-  second run on the same work dir stops at once with one line (it would make every call again);
-- prediction checkpoints of the requested model x dataset combinations that the kit could not load (a run killed
-  while the kit rewrote one in place) are moved aside, each with one line saying what was lost, so the run can
-  finish;
-- when every dataset of the run is ours and PRED_FORMAT (the kit's option) is not set, it is set to tsv, with one
-  line: TSV keeps each reply verbatim, the kit's default xlsx does not (see `prediction_format`);
-- replies in the checkpoints of our datasets that no UTF-8 file can hold (lone surrogates) are replaced by U+FFFD,
-  with one line, so a run that failed on one finishes when run again (also said after a failed run);
-
-during: what the kit prints goes through `core.secrets.redact` (a model answer echoing the key, printed with
-`verbose`, shows `***`);
-
+before the kit is imported (one line and exit 2 for every problem, in about a second)
+- keys never reach the kit's argv, config or logs: `--judge-key`, `--key` (in any spelling the kit's parser
+  accepts), and every value of every option and of every --config entry, whatever its depth, is checked for a
+  credential (a key-shaped value, `user:password@` or `?api-key=` in a URL, a field named like a key);
+- our judge options in --judge-args (judge_mode, cache, judge_retries, judge_backoff) are checked, and taken out
+  of what the kit sees (the kit would send them to the judges of its own datasets);
+- $LMUData must exist; our datasets must be prepared (or be demo splits); PRED_FORMAT must be one our scoring
+  reads; a --config must be a JSON object with its `data` a table;
+after the kit is imported
+- the kit's own parser reads the arguments (the definitive view: abbreviations, defaults), and the checks run again
+  on it; names neither the kit nor we know stop with a "did you mean";
+- a served model name with '/' (`--model Qwen/Qwen2-VL-7B-Instruct --base-url URL`) is registered under a safe
+  folder name (vlmeval_ext.io.safe_name), its client built by the kit's own `build_model_from_base_url`; the name
+  sent to the server stays the one given;
+- an API model and an API judge each get one test call; the verdict cache is opened;
+- one run per model x dataset: a lock per combination (a second run on other datasets of the same work dir goes on);
+- the kit reuses what earlier runs of this work dir saved (`--reuse` is always handed to it), and one line says so;
+during: what the kit prints is masked of configured keys; Ctrl-C stops the calls (vlmeval_ext.interrupt), one line,
+exit 130;
 after (rank 0)
-- read the kit's status.json of this run: a combination the kit recorded as failed, one whose predictions all
-  failed, or one the kit recorded nothing for exits 1 with one line each (the kit logs them and exits 0);
-- write the run records (manifest, paper comparison) of each of our datasets (vlmeval_ext.reporting).
-
-Errors of set-up (ExtError) print one line and exit 2.
+- a combination the kit recorded as failed, one whose predictions all failed, or one of ours left without a score
+  file exits 1 with one line each, whatever the kit's status says;
+- the run records (manifest, paper comparison) of each of our datasets; one table of every model x dataset;
+  the HTML report of the work dir.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import datetime
+import difflib
 import importlib.util
 import json
 import os
-import re
 import runpy
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlsplit
 
 from vlmeval_ext.errors import EndpointUnavailable, ExtError, KitEntryPointNotFound, RefusedArgument, report
 
 PREFIX = '[vlmeval-ext]'
 RUN_PY_OVERRIDE = 'VLMEVALKIT_RUN_PY'
 PROBE_PROMPT = 'Connection test: reply with OK.'
+PRED_FORMAT = 'PRED_FORMAT'          # the kit's option (vlmeval.smp.file.get_pred_file_format)
+READABLE_FORMATS = ('tsv', 'xlsx')
 
 
 def say(message: str, level: str = 'INFO') -> None:
@@ -71,10 +72,14 @@ class KitEntry:
         else:
             runpy.run_path(self.target, run_name='__main__')
 
+    def namespace(self) -> dict:
+        """The kit's run module, imported (its functions, not its main)."""
+        if self.kind == 'module':
+            return vars(importlib.import_module(self.target))
+        return runpy.run_path(self.target, run_name='vlmeval_kit_run')
+
 
 def find_kit_entry() -> KitEntry:
-    """ms-vlmeval's `vlmeval.run`, else the upstream checkout's `run.py` beside the installed `vlmeval` package
-    (an editable install), else VLMEVALKIT_RUN_PY when set (it overrides both)."""
     override = os.environ.get(RUN_PY_OVERRIDE)
     if override:
         if not os.path.isfile(override):
@@ -98,39 +103,7 @@ def find_kit_entry() -> KitEntry:
         f'{RUN_PY_OVERRIDE}=/path/to/VLMEvalKit/run.py')
 
 
-# ---- reading the command line the way the kit will -------------------------------------------------------------
-# The options we read, as the kit declares them; every other option of the kit is declared loosely (nargs='?') so
-# abbreviations resolve exactly as in the kit's parser (argparse's allow_abbrev, the kit's default).
-_OPTIONS = {
-    '--data': dict(nargs='+', default=[]), '--model': dict(nargs='+', default=[]), '--config': {},
-    '--work-dir': dict(default='./outputs'), '--mode': dict(default='all'),
-    '--judge': {}, '--judge-args': {}, '--judge-base-url': {}, '--judge-key': {}, '--key': {},
-    '--base-url': {}, '--api-mode': dict(action='store_true'), '--keep-failed': dict(action='store_true'),
-    '--timeout': dict(type=int, default=None),
-}
-# Used when the kit's run.py cannot be read: the options both kits declare.
-_KIT_OPTIONS_FALLBACK = (
-    '--data', '--model', '--config', '--work-dir', '--mode', '--api-nproc', '--retry', '--verbose', '--keep-failed',
-    '--ignore', '--reuse', '--reuse-aux', '--use-vllm', '--use-verifier', '--judge', '--judge-args',
-    '--judge-base-url', '--judge-key', '--judge-api-nproc', '--judge-retry', '--judge-timeout', '--base-url',
-    '--key', '--thinker', '--max-tokens', '--temperature', '--top-k', '--top-p', '--repetition-penalty',
-    '--timeout', '--custom-prompt', '--extra-body', '--video-llm', '--local-media', '--api-mode',
-    '--monitor-interval', '--debug')
-_ADD_ARGUMENT = re.compile(r"""add_argument\(\s*['"](--[A-Za-z0-9][\w-]*)['"]""")
-
-
-def kit_option_names(entry: KitEntry | None) -> tuple[str, ...]:
-    """The long option names the kit's parser declares (read from its run.py)."""
-    if entry is not None:
-        try:
-            names = tuple(dict.fromkeys(_ADD_ARGUMENT.findall(Path(entry.source).read_text(encoding='utf-8'))))
-        except OSError:
-            names = ()
-        if '--data' in names and '--judge-key' in names:
-            return names
-    return _KIT_OPTIONS_FALLBACK
-
-
+# ---- reading the command line before the kit is imported ----------------------------------------------------------
 class _ParseError(Exception):
     pass
 
@@ -140,14 +113,20 @@ class _Parser(argparse.ArgumentParser):
         raise _ParseError(message)
 
 
-def parse_kit_args(argv, option_names=_KIT_OPTIONS_FALLBACK) -> argparse.Namespace:
-    """The kit's arguments we act on, parsed as the kit's parser would (same option names, abbreviations)."""
-    parser = _Parser(add_help=False, allow_abbrev=True)
-    for name in dict.fromkeys((*option_names, *_OPTIONS)):
-        if name in _OPTIONS:
-            parser.add_argument(name, **_OPTIONS[name])
-        elif name not in ('-h', '--help'):
-            parser.add_argument(name, nargs='?')
+_EARLY_OPTIONS = {
+    '--data': dict(nargs='+', default=[]), '--model': dict(nargs='+', default=[]), '--config': {},
+    '--work-dir': dict(default='./outputs'), '--mode': dict(default='all'), '--judge': {}, '--judge-args': {},
+    '--judge-base-url': {}, '--base-url': {}, '--api-mode': dict(action='store_true'), '--reuse': dict(
+        action='store_true'),
+}
+
+
+def early_args(argv) -> argparse.Namespace:
+    """Our first view of the command line (exact option names): what can be checked before the kit's import.
+    The kit's own parser gives the definitive view afterwards (kit_args)."""
+    parser = _Parser(add_help=False, allow_abbrev=False)
+    for name, kwargs in _EARLY_OPTIONS.items():
+        parser.add_argument(name, **kwargs)
     try:
         args, _ = parser.parse_known_args(list(argv))
     except _ParseError as err:
@@ -155,113 +134,174 @@ def parse_kit_args(argv, option_names=_KIT_OPTIONS_FALLBACK) -> argparse.Namespa
     return args
 
 
+def kit_args(kit_ns: dict, entry: KitEntry, argv) -> argparse.Namespace:
+    """The kit's own parser on the command line (its abbreviations and defaults)."""
+    saved = sys.argv
+    sys.argv = [entry.target, *argv]
+    try:
+        return kit_ns['parse_args']()
+    finally:
+        sys.argv = saved
+
+
+# ---- keys ------------------------------------------------------------------------------------------------------
 KEY_HOMES = {
-    'judge_key': ('--judge-key', 'OPENAI_API_KEY (the kit\'s judges read it from the environment)'),
-    'key': ('--key', 'LMDEPLOY_API_KEY (the kit\'s --base-url model reads it from the environment)'),
+    '--judge-key': 'OPENAI_API_KEY (the kit\'s judges read it from the environment)',
+    '--key': 'LMDEPLOY_API_KEY (the kit\'s --base-url model reads it from the environment)',
 }
 
 
-def refuse_secrets(args: argparse.Namespace) -> None:
-    """Keys never reach the kit's argv: it stores argv in status.json and logs its judge arguments."""
-    for dest, (flag, home) in KEY_HOMES.items():
-        if getattr(args, dest, None) is not None:
-            raise RefusedArgument(f'{flag} would be written into the kit\'s status.json and logs; put the key in '
-                                  f'{home} instead')
-    for flag, url in (('--judge-base-url', args.judge_base_url), ('--base-url', args.base_url)):
-        if url and (urlparse(url).username or urlparse(url).password):
-            raise RefusedArgument(f'{flag} holds credentials (user:password@host), which the kit would write into '
-                                  'its status.json and logs; give the URL without them and the key in '
-                                  'OPENAI_API_KEY')
-    if args.judge_args:
+def _secret_in(value, where: str) -> str | None:
+    """Where a credential sits in a value (a URL, a JSON text, a mapping or a list), or None."""
+    from vlmeval_ext.secrets import is_secret_key_name, looks_like_secret
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if is_secret_key_name(k) and v not in (None, '', False):
+                return f'{where}: field {k!r}'
+            found = _secret_in(v, f'{where}.{k}')
+            if found:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        return next((f for f in (_secret_in(v, f'{where}[{i}]') for i, v in enumerate(value)) if f), None)
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text[:1] in '{[':
         try:
-            judge_args = json.loads(args.judge_args)
-        except ValueError as err:
-            raise RefusedArgument(f'--judge-args is not valid JSON ({err})') from None
-        if not isinstance(judge_args, dict):
-            raise RefusedArgument('--judge-args must be a JSON object')
-        secret = [k for k in judge_args if re.search(r'key|token|secret|password', str(k), re.I)]
-        if secret:
-            raise RefusedArgument(f'--judge-args holds {secret}, which the kit would write into its status.json '
-                                  'and logs; put the key in OPENAI_API_KEY instead')
+            return _secret_in(json.loads(text), where)
+        except ValueError:
+            pass
+    if '://' in text:
+        parts = urlsplit(text)
+        if parts.username or parts.password:
+            return f'{where}: credentials in the URL (user:password@host)'
+        if any(is_secret_key_name(k) for k, _ in parse_qsl(parts.query)):
+            return f'{where}: a key in the URL query (?{parts.query.split("=")[0]}=...)'
+    if looks_like_secret(text):
+        return f'{where}: a value shaped like an API key'
+    return None
+
+
+def refuse_secrets(argv, config: dict | None = None) -> None:
+    """No key reaches the kit's argv (it stores it in status.json and logs its judge arguments) or its config."""
+    for token in argv:
+        name = token.split('=', 1)[0]
+        for flag, home in KEY_HOMES.items():
+            # the option itself, or an abbreviation the kit's parser takes for it ('--judge-k')
+            if name == flag or (flag == '--judge-key' and len(name) >= len('--judge-k') and flag.startswith(name)):
+                raise RefusedArgument(f'{flag} would be written into the kit\'s status.json and logs; put the key '
+                                      f'in {home} instead')
+    for i, token in enumerate(argv):
+        if token.startswith('--') and '=' in token:
+            option, value = token.split('=', 1)
+        else:
+            before = argv[i - 1] if i else ''
+            option = before if before.startswith('-') and '=' not in before else f'argument {i + 1}'
+            value = token
+        found = _secret_in(value, option)
+        if found:
+            raise RefusedArgument(f'{found}: the kit would write it into its status.json and logs; put keys in '
+                                  'the environment (OPENAI_API_KEY, LMDEPLOY_API_KEY) instead')
+    if config is not None:
+        found = _secret_in(config, '--config')
+        if found:
+            raise RefusedArgument(f'{found}: the kit would write it into its logs; give the URL without credentials '
+                                  'and keys in the environment')
 
 
 # ---- what the run covers ---------------------------------------------------------------------------------------
 @dataclass
 class RunPlan:
-    models: list[str]
+    models: list[str]                       # as the kit will name their folders
     datasets: list[str]
-    work_dir: str
+    work_dir: str                           # absolute
     config: dict = field(default_factory=dict)
+    served: dict = field(default_factory=dict)      # folder name -> {served name, endpoint, generation arguments}
 
     def model_dir(self, model: str) -> Path:
         return Path(self.work_dir) / model
 
 
-def plan_of(args: argparse.Namespace) -> RunPlan:
-    config = {}
-    if args.config:
-        try:
-            config = json.loads(Path(args.config).read_text(encoding='utf-8'))
-        except (OSError, ValueError) as err:
-            raise ExtError(f'--config {args.config}: cannot be read as JSON ({err})') from None
-        models, datasets = list(config.get('model', {})), list(config.get('data', {}))
+def read_config(path: str | None) -> dict:
+    if not path:
+        return {}
+    try:
+        config = json.loads(Path(path).read_text(encoding='utf-8'))
+    except (OSError, ValueError) as err:
+        raise ExtError(f'--config {path}: cannot be read as JSON ({err})') from None
+    if not isinstance(config, dict):
+        raise ExtError(f'--config {path}: must be a JSON object {{"model": {{...}}, "data": {{...}}}}, not a '
+                       f'{type(config).__name__}')
+    for section in ('model', 'data'):
+        if section in config and not isinstance(config[section], dict):
+            raise ExtError(f'--config {path}: "{section}" must be an object (name -> settings), not '
+                           f'{json.dumps(config[section])[:40]}')
+    return config
+
+
+def config_dataset_names(config: dict, datasets) -> list[str]:
+    names = []
+    for key, entry in (config.get('data') or {}).items():
+        names.append(entry.get('dataset', key) if isinstance(entry, dict) else key)
+    return names or list(datasets)
+
+
+def plan_of(args, config: dict) -> RunPlan:
+    from vlmeval_ext.io import safe_name
+    if config:
+        models, datasets = list(config.get('model') or {}), config_dataset_names(config, [])
     else:
         models, datasets = list(args.model or []), list(args.data or [])
-    if args.api_mode:
+    if getattr(args, 'api_mode', False):
         models = [m.replace('/', '--') for m in models]     # the kit's folder name in API mode
         work_dir = args.work_dir
     else:
         work_dir = os.environ.get('MMEVAL_ROOT', args.work_dir)
-    return RunPlan(models, datasets, work_dir, config)
-
-
-def check_dataset_names(names) -> list[str]:
-    """Names neither the kit nor we know and with no TSV under $LMUData: the errors to print."""
-    import vlmeval.dataset as kit
-    from vlmeval.dataset.video_dataset_config import supported_video_datasets
-
-    from vlmeval_ext.core.io import lmu_data_root
-    from vlmeval_ext.registry import our_dataset_names
-    errors = []
-    for name in names:
-        if name in kit.SUPPORTED_DATASETS or name in supported_video_datasets:
-            continue
-        if os.path.exists(os.path.join(lmu_data_root(), f'{name}.tsv')):
-            continue  # the kit's custom-dataset path: a user TSV under $LMUData
-        errors.append(f'Dataset {name} is not officially supported and {lmu_data_root()}/{name}.tsv does not '
-                      f'exist (the kit would skip it). vlmeval-ext datasets: {", ".join(our_dataset_names())}')
-    return errors
+        if getattr(args, 'base_url', None) and not config:
+            models = [safe_name(m) for m in models]
+    return RunPlan(models, datasets, str(Path(work_dir).resolve()), config)
 
 
 def _ours(name: str) -> bool:
-    from vlmeval_ext.registry import class_for_dataset
-    return name.endswith('-RC') or class_for_dataset(name) is not None
+    from vlmeval_ext.registry import benchmark_of
+    return benchmark_of(name) is not None
 
 
-def _config_dataset_names(plan: RunPlan) -> list[str]:
-    names = []
-    for key, entry in plan.config.get('data', {}).items():
-        names.append(entry.get('dataset', key) if isinstance(entry, dict) else key)
-    return names or plan.datasets
+def check_our_datasets(names) -> None:
+    """Our datasets of the run must be buildable now: a demo split, or a prepared TSV (else one line: how)."""
+    from vlmeval_ext.io import lmu_data_root
+    from vlmeval_ext.registry import RC_SUFFIX, benchmark_of
+    root = lmu_data_root()            # a LMUData naming no folder is one line here
+    for name in names:
+        record = benchmark_of(name)
+        if record is None or name in record.demos:
+            continue
+        if name.endswith(RC_SUFFIX) and not os.path.exists(os.path.join(root, f'{name}.tsv')):
+            raise ExtError(f'{name}: {root}/{name}.tsv not found; build it with `vlmeval-ext corrupt --data '
+                           f'{name[:-len(RC_SUFFIX)]}`')
+        split = record.split_of(name)
+        if not name.endswith(RC_SUFFIX) and not os.path.exists(os.path.join(root, f'{split}.tsv')):
+            raise ExtError(f'{name} is not prepared ({root}/{split}.tsv not found): run `vlmeval-ext prepare '
+                           f'{name}` (offline: `--from DIR`), or run its demo split '
+                           f'{next(iter(record.demos), "")}'.rstrip())
 
 
-# ---- how the kit stores predictions -----------------------------------------------------------------------------
-PRED_FORMAT = 'PRED_FORMAT'     # the kit's documented option (vlmeval.smp.file.get_pred_file_format): xlsx by default
-
-
-def prediction_format(dataset_names, environ) -> tuple[str | None, str | None]:
+def check_prediction_format(names, environ) -> tuple[str | None, str | None]:
     """(value to give the kit's PRED_FORMAT or None, the line to say) for a run of these datasets.
 
-    Our datasets are scored from the model's exact text, which the kit's default xlsx does not keep: a cell holds
-    at most 32,767 characters (longer replies are cut), ms-vlmeval writes a reply starting with '=' as a live
-    formula, control characters become `_x0000_` escapes. TSV keeps text verbatim. When every dataset of the run is
-    ours and PRED_FORMAT is not set, the run writes TSV; otherwise the user's choice stands and we say what xlsx
-    costs (our reading refuses a reply cut at the cell limit and reads formulas as their text)."""
-    names = list(dataset_names)
+    Our datasets are scored from the model's exact text, which the kit's default xlsx does not keep (a cell holds
+    at most 32,767 characters, ms-vlmeval writes a reply starting with '=' as a live formula). When every dataset of
+    the run is ours and PRED_FORMAT is not set, the run writes TSV; otherwise the user's choice stands, and a format
+    our scoring cannot read is refused."""
+    names = list(names)
     ours = [n for n in names if _ours(n)]
     if not ours:
         return None, None
     chosen = environ.get(PRED_FORMAT, '').strip().lower()
+    if chosen and chosen not in READABLE_FORMATS:
+        raise ExtError(f'{PRED_FORMAT}={chosen}: the predictions of {", ".join(ours)} are scored from tsv or xlsx '
+                       f'files; set {PRED_FORMAT}=tsv (keeps every reply verbatim) or unset it')
     if chosen == '' and len(ours) == len(names):
         return 'tsv', (f'{PRED_FORMAT}=tsv: the kit writes the predictions as TSV, which keeps each reply '
                        'verbatim (its default xlsx cuts replies at 32,767 characters and can store a reply as a '
@@ -274,48 +314,104 @@ def prediction_format(dataset_names, environ) -> tuple[str | None, str | None]:
     return None, None
 
 
+def judge_options_of(judge_args: str | None) -> tuple[dict, dict]:
+    """(--judge-args without our options, our options checked): ours never reach the kit."""
+    from vlmeval_ext.judging import PLUGIN_OPTIONS, PROTOCOL_OPTIONS, check_judge_options
+    if not judge_args:
+        return {}, {}
+    try:
+        parsed = json.loads(judge_args)
+    except ValueError as err:
+        raise RefusedArgument(f'--judge-args is not valid JSON ({err}): {judge_args[:80]!r}') from None
+    if not isinstance(parsed, dict):
+        raise RefusedArgument(f'--judge-args must be a JSON object, e.g. {{"judge_mode": "efficient"}}; got '
+                              f'{judge_args[:80]!r}')
+    ours = {k: parsed.pop(k) for k in (*PLUGIN_OPTIONS, *PROTOCOL_OPTIONS) if k in parsed}
+    return parsed, check_judge_options(ours)
+
+
+OURS_IN_SHORT = ('R-Bench-Full[-MCQ|-VQA|-CAP], GRAB, ReMI[_labelled|_composite], RoCOCO-MCQ-<attack>, '
+                 'RoCOCO-I2T-<clean|attack>, RoCOCO-T2I-<mix|patch>, their *_DEMO splits and <Dataset>-RC')
+
+
+def unknown_dataset_lines(names) -> list[str]:
+    """Names neither the kit nor we know and with no TSV under $LMUData, each with a "did you mean"."""
+    import vlmeval.dataset as kit
+    from vlmeval.dataset.video_dataset_config import supported_video_datasets
+
+    from vlmeval_ext.io import lmu_data_root
+    from vlmeval_ext.registry import dataset_names
+    known = list(dict.fromkeys([*dataset_names(), *kit.SUPPORTED_DATASETS, *supported_video_datasets]))
+    lines = []
+    for name in names:
+        if name in known or _ours(name) or os.path.exists(os.path.join(lmu_data_root(), f'{name}.tsv')):
+            continue
+        near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        hint = f'; did you mean {", ".join(near)}?' if near else ''
+        lines.append(f'unknown dataset {name!r} (neither the kit nor vlmeval-ext has it, and '
+                     f'{lmu_data_root()}/{name}.tsv does not exist){hint} vlmeval-ext has {OURS_IN_SHORT} '
+                     '(`vlmeval-ext list`)')
+    return lines
+
+
+def with_option(argv: list[str], option: str, value: str | None) -> list[str]:
+    """argv with every occurrence of `option` (and its value) replaced by one `option value` at the end (or
+    removed when value is None)."""
+    out, skip = [], False
+    for token in argv:
+        if skip:
+            skip = False
+            continue
+        if token == option:
+            skip = True
+            continue
+        if token.startswith(option + '='):
+            continue
+        out.append(token)
+    return out + ([option, value] if value is not None else [])
+
+
+# ---- served model names ------------------------------------------------------------------------------------------
+GENERATION_ARGS = ('max_tokens', 'temperature', 'top_k', 'top_p', 'repetition_penalty', 'timeout', 'retry',
+                   'custom_prompt', 'stream')
+
+
+def serve_models(kit_ns: dict, args, plan: RunPlan, argv: list[str]) -> list[str]:
+    """--base-url models: each registered in the kit's `supported_VLM` under its folder name (its safe form),
+    with the kit's own `build_model_from_base_url` arguments and the name given as the one sent to the server.
+    Returns the argv the kit gets (--model with the folder names, no --base-url). Recorded in plan.served."""
+    if not args.base_url or plan.config or getattr(args, 'api_mode', False):
+        return argv
+    from functools import partial
+
+    import vlmeval.api as kit_api
+    from vlmeval.config import supported_VLM
+
+    from vlmeval_ext.io import safe_name
+    base = kit_ns['build_model_from_base_url'](args)
+    folders = []
+    for name in args.model:
+        kwargs = {**base, 'model': name}
+        folder = safe_name(name)
+        supported_VLM[folder] = partial(kit_api.LMDeployAPI, **kwargs)
+        folders.append(folder)
+        plan.served[folder] = {'served_name': name, 'folder_name': folder, 'class': 'LMDeployAPI',
+                               'endpoint_host': urlsplit(kwargs['api_base']).hostname,
+                               'endpoint': kwargs['api_base'].split('?')[0],
+                               'generation': {k: kwargs[k] for k in GENERATION_ARGS if k in kwargs}}
+    argv = with_option(with_option(argv, '--base-url', None), '--model', None)
+    return [*argv, '--model', *folders]
+
+
 # ---- endpoint checks -------------------------------------------------------------------------------------------
-def judge_preflight(args: argparse.Namespace, plan: RunPlan) -> bool:
-    """With an API --judge for one of our datasets, one tiny call before inference (the kit would find a dead
-    judge hours later). True when the judge answered; raises JudgeUnavailable when it did not."""
-    from vlmeval_ext.core.judging import OFFLINE_JUDGES, kit_judge_caller
-    if not args.judge or args.judge in OFFLINE_JUDGES or args.judge == 'exact_matching' or args.mode == 'infer':
-        return False
-    if not any(_ours(name) for name in _config_dataset_names(plan)):
-        return False
-    from vlmeval_ext.core.judge import preflight
-    kwargs = {'timeout': 60}
-    if args.judge_base_url:
-        kwargs['api_base'] = f"{args.judge_base_url.rstrip('/')}/chat/completions"
-    call, _ = kit_judge_caller(args.judge, **kwargs)
-    preflight(call)
-    return True
-
-
-def with_judge_args(argv: list[str], extra: dict, option_names) -> list[str]:
-    """argv with `extra` merged into its --judge-args: how a fact reaches our evaluate, which the kit calls with
-    the judge arguments of the command line. Appended: the kit's parser keeps the last --judge-args given."""
-    args = parse_kit_args(argv, option_names)
-    merged = {**(json.loads(args.judge_args) if args.judge_args else {}), **extra}
-    return [*argv, '--judge-args', json.dumps(merged)]
-
-
-def api_model_builders(args: argparse.Namespace, plan: RunPlan) -> dict:
-    """{model name: zero-argument builder} for the API models of the run (built as the kit builds them)."""
+def api_model_builders(plan: RunPlan) -> dict:
+    """{model folder: zero-argument builder} for the API models of the run, built as the kit builds them."""
     import vlmeval.api as kit_api
     from vlmeval.api.base import BaseAPI
     from vlmeval.config import supported_VLM
     builders = {}
-    if args.base_url and not args.config:
-        from functools import partial
-        for name in args.model or []:            # as given: the served model's name (folders replace '/')
-            kwargs = {'model': name, 'api_base': f"{args.base_url.rstrip('/')}/chat/completions"}
-            if args.timeout:
-                kwargs['timeout'] = args.timeout
-            builders[name] = partial(kit_api.LMDeployAPI, **kwargs)
-        return builders
     for name in plan.models:
-        entry = plan.config.get('model', {}).get(name) if args.config else None
+        entry = plan.config.get('model', {}).get(name) if plan.config else None
         if isinstance(entry, dict) and 'class' in entry:
             cls = getattr(kit_api, entry['class'], None)
             if isinstance(cls, type) and issubclass(cls, BaseAPI):
@@ -325,35 +421,76 @@ def api_model_builders(args: argparse.Namespace, plan: RunPlan) -> dict:
         factory = supported_VLM.get(name)
         func = getattr(factory, 'func', factory)
         if isinstance(func, type) and issubclass(func, BaseAPI):
-            kwargs = dict(entry) if isinstance(entry, dict) else {}
-            builders[name] = lambda factory=factory, kwargs=kwargs: factory(**kwargs)
+            builders[name] = factory
     return builders
 
 
-def model_preflight(name: str, build) -> None:
-    """One test call to an API model through the kit's own client; raises EndpointUnavailable."""
-    from vlmeval_ext.core.predictions import is_kit_failure
+def served_models_line(api_base: str) -> str:
+    """'it serves: a, b' from the server's GET /v1/models, or '' when it does not say."""
+    import requests
+    url = api_base.split('/chat/completions')[0].rstrip('/') + '/models'
+    try:
+        names = [m.get('id') for m in requests.get(url, timeout=5).json().get('data', [])]
+    except (requests.RequestException, ValueError, AttributeError):
+        return ''
+    return f'; it serves: {", ".join(map(str, names))}' if names else ''
+
+
+def model_preflight(name: str, build, served: dict | None = None) -> None:
+    """One test call to an API model through the kit's own client; EndpointUnavailable with the server's own text."""
+    from vlmeval_ext.predictions import is_kit_failure
     try:
         model = build()
-    except Exception as err:  # the kit's API classes raise anything from their constructors (e.g. no server)
+    except Exception as err:  # the kit's API classes raise anything from their constructors
         raise EndpointUnavailable(f'API model {name} could not be built ({type(err).__name__}: {err}); check '
                                   '--base-url or the api_base of --config and the model key') from err
-    model.retry, model.wait = 2, 1          # our own probe instance; the run builds its own
-    answer = model.generate(message=[{'type': 'text', 'value': PROBE_PROMPT}])
-    if isinstance(answer, dict):
-        answer = answer.get('prediction')
-    fail_msg = getattr(model, 'fail_msg', None)
-    if not isinstance(answer, str) or not answer.strip() or is_kit_failure(answer) \
-            or (fail_msg and fail_msg.strip() in answer):
-        where = urlparse(str(getattr(model, 'api_base', '') or '')).netloc or 'its endpoint'
-        raise EndpointUnavailable(f'API model {name} did not answer a test call at {where} (reply: '
-                                  f'{str(answer)[:80]!r}); check that the server is up, --base-url or the api_base '
-                                  'of --config, and the model key. Nothing was run')
+    model.retry, model.wait, model.verbose = 1, 0, False     # our own probe instance; the run builds its own
+    try:
+        code, answer, response = model.generate_inner([{'type': 'text', 'value': PROBE_PROMPT}])
+    except Exception as err:  # the kit's wrappers raise from requests/json
+        code, answer, response = -1, None, f'{type(err).__name__}: {err}'
+    if code == 0 and isinstance(answer, str) and answer.strip() and not is_kit_failure(answer):
+        return
+    text = getattr(response, 'text', None)
+    text = ' '.join(str(text if text is not None else response or answer or '').split())[:200]
+    status = getattr(response, 'status_code', None)
+    api_base = str(getattr(model, 'api_base', '') or '')
+    where = urlsplit(api_base).netloc or 'its endpoint'
+    sent = (served or {}).get('served_name', getattr(model, 'model', name))
+    if status == 404 and 'does not exist' in text.lower():
+        raise EndpointUnavailable(f'the server at {where} is up but serves no model named {sent!r}'
+                                  f'{served_models_line(api_base)} (server: {text}); give --model the name it serves')
+    raise EndpointUnavailable(f'API model {name} did not answer a test call at {where} ('
+                              f'{f"HTTP {status}: " if status else ""}{text or "no reply"}); check that the server is '
+                              'up, --base-url or the api_base of --config, and the model key. Nothing was run')
+
+
+def judge_preflight(args, judge_kwargs: dict, names) -> None:
+    """With an API --judge for one of our judged datasets: one tiny call to exactly the endpoint the evaluation will
+    call (--judge-base-url, or api_base in --judge-args), before inference."""
+    from vlmeval_ext.judging import OFFLINE_JUDGES, CachedJudge, build_kit_judge, preflight
+    from vlmeval_ext.registry import benchmark_of
+    if not args.judge or args.judge in OFFLINE_JUDGES or args.judge == 'exact_matching' or args.mode == 'infer':
+        return
+    if not any((benchmark_of(n) or None) and benchmark_of(n).judge in ('optional', 'required') for n in names):
+        return
+    kwargs = {k: v for k, v in judge_kwargs.items() if k != 'model'}
+    preflight(CachedJudge(build_kit_judge(args.judge, **kwargs), args.judge, store=None))
+
+
+def judge_kwargs_of(args, judge_args: dict) -> dict:
+    kwargs = dict(judge_args)
+    if getattr(args, 'judge', None):
+        kwargs['model'] = args.judge
+    if getattr(args, 'judge_base_url', None):
+        kwargs['api_base'] = f"{args.judge_base_url.rstrip('/')}/chat/completions"
+    if getattr(args, 'judge_timeout', None):
+        kwargs.setdefault('timeout', args.judge_timeout)
+    return kwargs
 
 
 # ---- the kit's checkpoints -------------------------------------------------------------------------------------
 def checkpoint_files(run_dir: Path, model: str, dataset: str, world_size: int) -> list[Path]:
-    """The files the kit reads back for one model x dataset in one of its run folders (inference.py's names)."""
     names = [f'{model}_{dataset}_checkpoint.pkl', f'{model}_{dataset}_PREV.pkl',
              *(f'{rank}{world_size}_{dataset}.pkl' for rank in range(world_size)),
              *(f'{model}_{dataset}.{ext}' for ext in ('xlsx', 'tsv', 'json'))]
@@ -384,7 +521,7 @@ def set_aside_unloadable(plan: RunPlan, world_size: int) -> list[str]:
                     try:
                         os.replace(path, aside)
                     except FileNotFoundError:
-                        continue           # another rank moved it first
+                        continue
                     line = (f'{path} cannot be loaded ({reason[:120]}); moved to {aside.name}. Lost: the '
                             f'{model} x {dataset} predictions it held; the kit asks for them again')
                     say(line, 'WARNING')
@@ -394,14 +531,11 @@ def set_aside_unloadable(plan: RunPlan, world_size: int) -> list[str]:
 
 def repair_unstorable_replies(plan: RunPlan, world_size: int, datasets=None) -> list[str]:
     """Replace lone surrogates in the replies held by the checkpoints of our datasets (U+FFFD; a surrogate pair
-    split in two code points is joined); returns the lines said.
-
-    A model may send a lone surrogate ('\\ud83d', half an emoji); Python keeps it, but no UTF-8 file can: the kit's
-    table of predictions (pandas with Arrow strings) refuses it, the combination fails, and every rerun fails the
-    same way with 0 requests, because the checkpoint holds the same reply. Repaired here, the rerun finishes."""
+    split in two code points is joined): no UTF-8 file can store them, and the kit's table of predictions refuses
+    them, so a run that failed on one would fail again with the same reply. Returns the lines said."""
     import pickle
 
-    from vlmeval_ext.core.predictions import storable_text
+    from vlmeval_ext.predictions import storable_text
     said = []
     for model in plan.models:
         for run_dir in kit_run_dirs(plan.model_dir(model)):
@@ -428,54 +562,104 @@ def repair_unstorable_replies(plan: RunPlan, world_size: int, datasets=None) -> 
                         pickle.dump(held, f)
                     os.replace(tmp, path)
                     line = (f'{path}: {len(fixed)} repl(ies) of {model} on {dataset} (item(s) {fixed[:10]}) held a '
-                            'lone surrogate, which no UTF-8 file can store; replaced by U+FFFD so the '
-                            'predictions can be written')
+                            'lone surrogate, which no UTF-8 file can store; replaced by U+FFFD so the predictions '
+                            'can be written')
                     say(line, 'WARNING')
                     said.append(line)
     return said
 
 
-# ---- one run per work dir --------------------------------------------------------------------------------------
-LOCK_NAME = '.vlmeval-ext-run.lock'
+def prediction_files_of_ours(plan: RunPlan) -> list[Path]:
+    """The predictions files earlier runs of this work dir left for our datasets of the run."""
+    return [path for model in plan.models for run_dir in kit_run_dirs(plan.model_dir(model))
+            for dataset in plan.datasets if _ours(dataset)
+            for path in checkpoint_files(run_dir, model, dataset, 1) if path.suffix in ('.tsv', '.xlsx')]
+
+
+def saved_predictions(plan: RunPlan) -> dict[tuple[str, str], int]:
+    """{(model, dataset): predictions an earlier run of this work dir saved (the newest file of the kit's)}."""
+    import pickle
+
+    from vlmeval_ext.io import read_table
+    out = {}
+    for model in plan.models:
+        for dataset in plan.datasets:
+            best = 0
+            for run_dir in kit_run_dirs(plan.model_dir(model)):
+                for path in checkpoint_files(run_dir, model, dataset, 1):
+                    try:
+                        if path.suffix == '.pkl':
+                            with open(path, 'rb') as f:
+                                held = pickle.load(f)
+                            n = len(held) if isinstance(held, dict) else 0
+                        elif path.suffix in ('.tsv', '.xlsx'):
+                            n = len(read_table(path))
+                        else:
+                            n = 0
+                    except Exception:  # unreadable: counted as none (set_aside_unloadable says why)
+                        n = 0
+                    best = max(best, n)
+            out[(model, dataset)] = best
+    return out
+
+
+# ---- one run per model x dataset -------------------------------------------------------------------------------
+LOCK_DIR = '.vlmeval-ext-locks'
 
 
 class WorkDirBusy(ExtError):
-    """Another run holds the work dir: two runs would ask the same predictions and verdicts twice."""
+    """Another run holds a model x dataset of this run."""
 
 
 @contextlib.contextmanager
-def work_dir_lock(work_dir: str, first_rank: bool = True):
-    """Hold an exclusive lock on `<work dir>/.vlmeval-ext-run.lock` for the whole run (the kit's checkpoints and
-    predictions live there). A second run on the same work dir stops at once with one line (WorkDirBusy) instead
-    of making every call again. Ranks after the first of a torchrun share their run's lock."""
+def combination_locks(plan: RunPlan, first_rank: bool = True):
+    """An exclusive lock per model x dataset (`<work dir>/.vlmeval-ext-locks/<model>__<dataset>.lock`), held for the
+    whole run: a second run of the same combination stops at once (it would ask every call again); a run of other
+    datasets in the same work dir goes on. Lock files are opened without following links."""
     if not first_rank:
         yield None
         return
     import fcntl
-    os.makedirs(work_dir, exist_ok=True)
-    path = Path(work_dir) / LOCK_NAME
-    with open(path, 'a+') as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            holder = lock.read().strip() or 'another process'
-            raise WorkDirBusy(f'work dir {work_dir} is in use by another run ({holder}); running both would make '
-                              'every model and judge call twice. Wait for it to finish and run this command again '
-                              '(--reuse continues from what it saved), or use another --work-dir') from None
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f'pid {os.getpid()}, started {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M:%S %Z}\n')
-        lock.flush()
-        try:
-            yield path
-        finally:
-            lock.seek(0)
-            lock.truncate()
+
+    from vlmeval_ext.io import safe_name
+    folder = Path(plan.work_dir) / LOCK_DIR
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ExtError(f'work dir {plan.work_dir}: cannot be created or written ({type(err).__name__}: '
+                       f'{err.strerror or err}); choose another --work-dir') from None
+    held = []
+    try:
+        for model in plan.models:
+            for dataset in plan.datasets:
+                path = folder / f'{safe_name(model)}__{safe_name(dataset)}.lock'
+                try:
+                    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+                except OSError as err:
+                    why = 'it is a symbolic link' if path.is_symlink() else (err.strerror or str(err))
+                    raise ExtError(f'{path}: cannot use it as a lock ({why}); remove it or use another '
+                                   '--work-dir') from None
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = os.pread(fd, 200, 0).decode('utf-8', 'replace').strip() or 'another process'
+                    os.close(fd)
+                    raise WorkDirBusy(f'{model} x {dataset} in work dir {plan.work_dir} is being run by another '
+                                      f'run ({holder}); running both would make its model and judge calls twice. '
+                                      'Wait for it, then run this command again (it continues from what was '
+                                      'saved)') from None
+                os.ftruncate(fd, 0)
+                started = datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M:%S %Z')
+                os.pwrite(fd, f'pid {os.getpid()}, started {started}\n'.encode(), 0)
+                held.append(fd)
+        yield folder
+    finally:
+        for fd in held:
+            os.ftruncate(fd, 0)
+            os.close(fd)
 
 
 # ---- after the kit -----------------------------------------------------------------------------------------------
-# Reasons the kit records for a combination it did not evaluate that mean nothing was evaluated by mistake.
 FAILED_SKIPS = ('invalid_dataset', 'No infer result found', 'Incomplete infer result')
 
 
@@ -492,7 +676,13 @@ class Outcome:
         if not rel or self.run_dir is None:
             return None
         path = Path(rel)
-        return path if path.is_absolute() else self.run_dir / path
+        if path.is_absolute():
+            return path
+        # the kit records it relative to where it ran (a relative --work-dir) or to the run folder
+        for candidate in (Path.cwd() / path, self.run_dir / path, self.run_dir / path.name):
+            if candidate.is_file():
+                return candidate.resolve()
+        return self.run_dir / path.name
 
 
 def this_run_status(model_dir: Path, handed_args: list[str], started: datetime.datetime):
@@ -501,7 +691,7 @@ def this_run_status(model_dir: Path, handed_args: list[str], started: datetime.d
     found = None
     for run_dir in kit_run_dirs(model_dir):
         if (run_dir / 'status.json').is_symlink():
-            continue                # an upstream checkout links the latest run's status.json into the model folder
+            continue
         status = load_run_status(str(run_dir))
         if list(status.get('argv') or [])[1:] != handed_args:
             continue
@@ -523,14 +713,31 @@ def outcomes(plan: RunPlan, handed_args: list[str], started) -> list[Outcome]:
     return result
 
 
-def failure_of(outcome: Outcome) -> str | None:
+def all_failed(pred: Path) -> tuple[int, int]:
+    from vlmeval_ext.io import read_table
+    from vlmeval_ext.predictions import is_kit_failure
+    table = read_table(pred)
+    if 'prediction' not in table.columns:
+        return 0, 0
+    values = list(table['prediction'])
+    return len(values), sum(is_kit_failure(v) for v in values)
+
+
+def score_files_of(pred: Path) -> list[Path]:
+    """The score files an evaluation of `pred` wrote (official and efficient results sit side by side)."""
+    from vlmeval_ext.io import stem_path
+    from vlmeval_ext.registry import RESULT_TAGS
+    return [p for p in (Path(stem_path(pred, f'{tag}_score.json')) for tag in ('', *RESULT_TAGS)) if p.is_file()]
+
+
+def failure_of(outcome: Outcome, mode: str) -> str | None:
     """Why this combination failed, or None."""
     entry = outcome.entry
     if entry is None:
         return 'the kit recorded nothing for it (see the kit\'s log above)'
     message = entry.get('error_message') or entry.get('eval_error')
     if message:
-        return str(message)
+        return ' '.join(str(message).split())[:1200]
     if entry.get('skip_reason') in FAILED_SKIPS:
         return f'not evaluated: {entry["skip_reason"]}'
     if entry.get('status') != 'done':
@@ -541,34 +748,20 @@ def failure_of(outcome: Outcome) -> str | None:
         if n and failed == n:
             return (f'all {n} predictions are the kit\'s inference failure text (the model answered nothing; '
                     f'see {pred.name}): nothing was scored')
+    if mode != 'infer' and _ours(outcome.dataset):
+        if pred is None or not pred.is_file():
+            return f'its predictions file {pred} is not there: nothing was scored'
+        if not score_files_of(pred):
+            return f'no score file was written beside {pred.name}: it was not evaluated (see the log above)'
     return None
 
 
-def all_failed(pred: Path) -> tuple[int, int]:
-    """(rows, rows whose prediction is the kit's failure text) of a predictions file."""
-    from vlmeval_ext.core.io import read_table
-    from vlmeval_ext.core.predictions import is_kit_failure
-    table = read_table(pred)
-    if 'prediction' not in table.columns:
-        return 0, 0
-    values = list(table['prediction'])
-    return len(values), sum(is_kit_failure(v) for v in values)
-
-
-def judge_kwargs_of(args: argparse.Namespace) -> dict:
-    kwargs = dict(json.loads(args.judge_args)) if args.judge_args else {}
-    if args.judge:
-        kwargs['model'] = args.judge
-    if args.judge_base_url:
-        kwargs['api_base'] = f"{args.judge_base_url.rstrip('/')}/chat/completions"
-    return kwargs
-
-
-def after_the_kit(args, plan: RunPlan, handed_args: list[str], started) -> int:
-    failures = []
+def after_the_kit(args, plan: RunPlan, handed_args: list[str], started, judge_kwargs: dict) -> int:
+    from vlmeval_ext.records.run_records import write_run_records
+    failures, scored = [], []
     world_size = int(os.environ.get('WORLD_SIZE', 1))
     for outcome in outcomes(plan, handed_args, started):
-        reason = failure_of(outcome)
+        reason = failure_of(outcome, args.mode)
         if reason:
             single = RunPlan([outcome.model], [outcome.dataset], plan.work_dir, plan.config)
             if _ours(outcome.dataset) and repair_unstorable_replies(single, world_size):
@@ -579,11 +772,18 @@ def after_the_kit(args, plan: RunPlan, handed_args: list[str], started) -> int:
         pred = outcome.prediction_file
         if args.mode == 'infer' or pred is None or not pred.is_file() or not _ours(outcome.dataset):
             continue
-        from vlmeval_ext.reporting import write_run_records
         try:
-            write_run_records(outcome.dataset, pred, judge_kwargs_of(args), model_name=outcome.model)
+            write_run_records(outcome.dataset, pred, judge_kwargs, model_name=outcome.model,
+                              model_info=plan.served.get(outcome.model))
+            scored.extend(score_files_of(pred))
         except ExtError as err:
             failures.append(f'{outcome.model} x {outcome.dataset}: run records not written: {err}')
+    if scored:
+        from vlmeval_ext.records.report_html import report_line
+        from vlmeval_ext.records.summary import format_work_dir
+        print('\n' + format_work_dir(scored))
+        print(f'results: {plan.work_dir}')
+        print(report_line(plan.work_dir))
     for line in failures:
         say(line, 'FAILED')
     return 1 if failures else 0
@@ -591,21 +791,37 @@ def after_the_kit(args, plan: RunPlan, handed_args: list[str], started) -> int:
 
 # ---- the whole run -----------------------------------------------------------------------------------------------
 def _help_without_kit(entry: KitEntry) -> str | None:
-    """The kit's --help read from its run.py (no kit import), with our datasets and models; None if unreadable."""
     from vlmeval_ext.kit_help import help_text
-    from vlmeval_ext.registry import MODEL_FACTORIES, dataset_names
+    from vlmeval_ext.registry import MODELS, dataset_names
     try:
         source = Path(entry.source).read_text(encoding='utf-8')
     except OSError:
         return None
-    return help_text(source, dataset_names(), list(MODEL_FACTORIES))
+    return help_text(source, dataset_names(), list(MODELS), refused=KEY_HOMES)
 
 
 def run(argv: list[str]) -> int:
+    from vlmeval_ext.interrupt import EXIT_STATUS, STOP
     try:
         return _run(list(argv))
     except ExtError as err:
         return report(err)
+    except KeyboardInterrupt:
+        say(interrupted_line(), 'INTERRUPTED')
+        return EXIT_STATUS
+    finally:
+        if STOP.reason == 'interrupted':
+            STOP.clear()
+
+
+def interrupted_line() -> str:
+    from vlmeval_ext import judging
+    made = sum(j.stats['made'] for j in judging.ALL_JUDGES)
+    missing = sum(j.stats['refused'] for j in judging.ALL_JUDGES)
+    verdicts = f'{made} judge verdict(s) received this run are stored, {missing} call(s) were not made; ' if (
+        made or missing) else ''
+    return (f'interrupted: {verdicts}the model answers the kit saved are kept; run the same command to resume '
+            '(nothing stored is asked again)')
 
 
 def _run(argv: list[str]) -> int:
@@ -615,47 +831,80 @@ def _run(argv: list[str]) -> int:
         if text is not None:
             print(text, end='')
             return 0
-    option_names = kit_option_names(entry)
-    args = parse_kit_args(argv, option_names)
-    refuse_secrets(args)
+    # -- before the kit's import
+    early = early_args(argv)
+    config = read_config(early.config)
+    refuse_secrets(argv, config)
+    kit_judge_args, options = judge_options_of(early.judge_args)
+    names = config_dataset_names(config, early.data)
+    check_our_datasets(names)
+    fmt, fmt_line = check_prediction_format(names, os.environ)
+    # -- the kit
     from vlmeval_ext.registry import register
     register()
-    plan = plan_of(args)
-    if args.data and not args.config:
-        errors = check_dataset_names(args.data)
-        if errors:
-            for e in errors:
-                say(e, 'ERROR')
+    kit_ns = entry.namespace()
+    args = kit_args(kit_ns, entry, argv)
+    # the kit's view of every value (its --key default is a placeholder: the command line was checked above)
+    refuse_secrets([str(v) for k, v in vars(args).items() if isinstance(v, str) and k not in ('key', 'judge_key')])
+    kit_judge_args, options = judge_options_of(args.judge_args)
+    plan = plan_of(args, config)
+    if not config:
+        lines = unknown_dataset_lines(plan.datasets)
+        if lines:
+            for line in lines:
+                say(line, 'ERROR')
             return 2
+    from vlmeval_ext.datasets import set_run_options
+    set_run_options(options)
+    handed = with_option(argv, '--judge-args', json.dumps(kit_judge_args) if kit_judge_args else None)
+    if not getattr(args, 'reuse', False) and args.mode != 'eval':
+        handed.append('--reuse')
+    handed = serve_models(kit_ns, args, plan, handed)
+    judge_kwargs = judge_kwargs_of(args, kit_judge_args)
     if args.mode != 'eval':
-        for name, build in api_model_builders(args, plan).items():
-            model_preflight(name, build)
-    handed = list(argv)
-    if judge_preflight(args, plan) and all(_ours(n) and not n.endswith('-RC') for n in _config_dataset_names(plan)):
-        # Checked once for the whole run: our evaluate need not ask again. Only when every dataset is ours: the
-        # kit hands every --judge-args key to its own judges, which send unknown keys in the request body.
-        handed = with_judge_args(handed, {'preflight': False}, option_names)
-    fmt, line = prediction_format(_config_dataset_names(plan), os.environ)
+        for name, build in api_model_builders(plan).items():
+            model_preflight(name, build, plan.served.get(name))
+    judge_preflight(args, judge_kwargs, plan.datasets)
+    if args.judge and options.get('cache', True) and any(_ours(n) for n in plan.datasets):
+        from vlmeval_ext.judging import shared_store
+        shared_store()                       # a damaged or unwritable verdict cache: one line, before any call
     if fmt:
-        os.environ[PRED_FORMAT] = fmt       # the kit's own option, set for this run and said on the console
-    if line:
-        say(line, 'INFO' if fmt else 'WARNING')
+        os.environ[PRED_FORMAT] = fmt
+    if fmt_line:
+        say(fmt_line, 'INFO' if fmt else 'WARNING')
     world_size = int(os.environ.get('WORLD_SIZE', 1))
-    with work_dir_lock(plan.work_dir, first_rank=int(os.environ.get('RANK', 0)) == 0):
+    first_rank = int(os.environ.get('RANK', 0)) == 0
+    with combination_locks(plan, first_rank=first_rank):
         set_aside_unloadable(plan, world_size)
         repair_unstorable_replies(plan, world_size)
+        before = saved_predictions(plan) if first_rank else {}
+        if first_rank:
+            from vlmeval_ext.verbatim import remember
+            remember(prediction_files_of_ours(plan))
+        if first_rank and any(before.values()):
+            reused = ', '.join(f'{m} x {d}: {n}' for (m, d), n in before.items() if n)
+            say(f'reusing what earlier runs in {plan.work_dir} saved (predictions: {reused}); verdicts come from the '
+                'verdict cache; only what is missing is asked. Use another --work-dir to start afresh')
         started = datetime.datetime.now().astimezone()
         saved_argv = sys.argv
         sys.argv = [entry.target, *handed]
-        from vlmeval_ext.core.secrets import masked_console
+        from vlmeval_ext.interrupt import handling_ctrl_c, interrupted
+        from vlmeval_ext.secrets import masked_console
         try:
-            with masked_console():   # configured keys never reach the console (the kit prints answers with verbose)
+            with masked_console(), handling_ctrl_c(interrupted_line):
                 entry.run()
         finally:
             sys.argv = saved_argv
-        if int(os.environ.get('RANK', 0)) != 0:
+        if interrupted():
+            raise KeyboardInterrupt
+        if not first_rank:
             return 0
-        return after_the_kit(args, plan, handed, started)
+        if any(before.values()) or args.mode != 'eval':
+            after = saved_predictions(plan)
+            asked = {k: max(0, after.get(k, 0) - n) for k, n in before.items()}
+            say('model calls this run: ' + ', '.join(f'{m} x {d}: {asked[(m, d)]} asked, {before[(m, d)]} reused'
+                                                     for (m, d) in before))
+        return after_the_kit(args, plan, handed, started, judge_kwargs)
 
 
 def main() -> None:

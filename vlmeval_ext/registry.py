@@ -1,75 +1,176 @@
-"""`register()`: put this package's datasets and models into VLMEvalKit's own tables (explicit, idempotent).
+"""The one table of what this package adds to VLMEvalKit: a record per benchmark, a record per model.
 
-VLMEvalKit has no plugin hook; its run.py looks datasets up in `vlmeval.dataset.DATASET_CLASSES` /
-`SUPPORTED_DATASETS` (and `getattr(vlmeval.dataset, name)` for a `--config` "class") and models in
-`vlmeval.config.supported_VLM` (and `vlmeval.vlm` / `vlmeval.api` for a `--config` "class"). `register()` adds ours
-to those tables, the same way in ms-vlmeval and in an upstream checkout. It is the only place that does, and
-nothing calls it implicitly: `import vlmeval_ext` has no side effects. Our launcher (`run.py`, `vlmeval-ext run`)
-calls it; a script that runs the kit's own entry point calls it first:
+Every command asks this table and nothing else names a benchmark: `list`, `prepare`, `eval`, `summary`, the
+leaderboard, the launcher, the export and `Naive-Baseline`. Reading it imports no kit and no torch: classes and
+functions are named as 'module:attribute' and imported only where they are used.
 
-    import vlmeval_ext
-    vlmeval_ext.register()
-    from vlmeval.run import main    # ms-vlmeval; upstream: run the checkout's run.py
-    main()
+A record joins the two layers of a benchmark:
+- `kit_class`: the dataset in the kit's own dialect (vlmeval_ext/dataset/<bench>.py with its
+  vlmeval_ext/dataset/utils/<bench>.py), the file that goes upstream as it is; `names` are its dataset names;
+- `plugin_class` (vlmeval_ext.datasets): that class with what the plugin adds (the demo splits, strict loading
+  checks, the cached judge, coverage, intervals, plots); it is what `register()` puts into the kit;
+- the plugin's own steps: `prepare` (the official release -> the kit TSV), `naive` (the weight-free baseline's
+  answer), `report` (summary row, run record, plots; vlmeval_ext.records.benchmarks).
 
-The tables below name each class as 'module:Class' and are imported only by register() (or by the functions
-that need the classes), so the pure modules of this package never import the kit.
+`register()` puts the plugin classes and models into the kit's own tables, the same way in ms-vlmeval and in an
+upstream checkout (the kit has no plugin hook). Nothing calls it implicitly: `import vlmeval_ext` changes nothing.
 """
 from __future__ import annotations
 
 import importlib
+import os
+from dataclasses import dataclass, field
 from functools import partial
 
 from vlmeval_ext.errors import KitNotInstalled
-
-# Every dataset class we add, in this order, in front of the kit's own (our names are our own; a kit class that
-# matches names loosely must not take them). Each class defines its own DATASET_URL.
-DATASET_CLASS_PATHS = (
-    'vlmeval_ext.rbench.dataset:RBenchFull',
-    'vlmeval_ext.grab.dataset:GRAB',
-    'vlmeval_ext.remi.dataset:ReMI',
-    'vlmeval_ext.rococo.dataset:RoCOCOMCQ',
-    'vlmeval_ext.rococo.dataset:RoCOCORetrieval',
-    'vlmeval_ext.corrupt.dataset:CorruptedDataset',
-)
-
-# The kit-free half of each class above, same order (core.evaluation): names, files and, where it needs no kit,
-# evaluate. `vlmeval-ext list` and `eval` use these, so they do not import the kit or torch.
-EVALUATOR_PATHS = (
-    'vlmeval_ext.rbench.evaluator:RBenchEvaluator',
-    'vlmeval_ext.grab.evaluator:GRABEvaluator',
-    'vlmeval_ext.remi.evaluator:ReMIEvaluator',
-    'vlmeval_ext.rococo.evaluator:RoCOCOMCQEvaluator',
-    'vlmeval_ext.rococo.evaluator:RoCOCORetrievalEvaluator',
-    'vlmeval_ext.corrupt.evaluator:CorruptedEvaluator',
-)
-
-# Models of this package: name -> ('module:Class', default kwargs).
-MODEL_FACTORIES = {
-    # Needs no weights: an honest, named reference model (each benchmark's naive baseline).
-    'Naive-Baseline': ('vlmeval_ext.models.reference:NaiveBaseline', {}),
-    # RoCOCO retrieval: embedding models whose per-row "prediction" is the item's embedding.
-    'RoCOCO-CLIP-B32': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
-                        {'backend': 'hf-clip', 'model_path': 'openai/clip-vit-base-patch32'}),
-    'RoCOCO-CLIP-L14': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
-                        {'backend': 'hf-clip', 'model_path': 'openai/clip-vit-large-patch14'}),
-    'RoCOCO-OpenCLIP-B32': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
-                            {'backend': 'open_clip', 'model_path': 'ViT-B-32/openai'}),
-    'RoCOCO-BLIP-ITC': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
-                        {'backend': 'hf-blip', 'model_path': 'Salesforce/blip-itm-base-coco'}),
-    # A smoke test of the retrieval pipeline, not a model: weight-free, deterministic, chance-level recalls (the
-    # demo's retrieval runs use it; its numbers are never compared with the paper).
-    'RoCOCO-Smoke-Hash': ('vlmeval_ext.rococo.models:RoCOCOEmbeddingModel',
-                          {'backend': 'smoke-hash', 'model_path': '64', 'device': 'cpu'}),
-}
 
 KIT_MISSING = ('VLMEvalKit is not installed in this environment (`import vlmeval` failed: {err}). Install it '
                "with the plugin, `pip install 'vlmeval-ext[ms]'` (PyPI's ms-vlmeval), or install your VLMEvalKit "
                'checkout: `pip install -e /path/to/VLMEvalKit`.')
 
 
+@dataclass(frozen=True)
+class Benchmark:
+    key: str                                  # short name ('GRAB'); also the export's patch name
+    title: str                                # how summary tables and the leaderboard head it
+    kit_class: str                            # 'module:Class' of the kit-dialect dataset (exported as is)
+    plugin_class: str                         # 'module:Class' of what register() puts into the kit
+    names: tuple[str, ...]                    # the kit class's dataset names (its DATASET_URL keys)
+    demos: dict = field(default_factory=dict)         # plugin-only demo names -> TSV file in vlmeval_ext/demo/
+    demo_md5: dict = field(default_factory=dict)      # demo TSV file -> its md5
+    splits: dict = field(default_factory=dict)        # name -> the split whose TSV holds it (default: itself)
+    subsets: dict = field(default_factory=dict)       # name -> (column, value) selecting its rows of the split
+    required_columns: tuple = ('index',)              # of the dataset TSV
+    prediction_columns: tuple = ('index', 'prediction')
+    answer_columns: tuple = ('answer',)               # checked against the dataset's own answers
+    prepare: str | None = None                        # 'module:function' building the TSV (kit-free)
+    prepare_options: tuple = ()                       # prepare flags it takes: allow_subset, coco_root
+    naive: str | None = None                          # 'module:function(prompt_text, dataset) -> answer'
+    report: str | None = None                         # 'module:Report' (summary_row, run_record, plots)
+    spec: str | None = None                           # dataset_specs/<spec>.yaml
+    judge: str = 'rules'                              # rules | optional (GRAB) | required (R-Bench) | embeddings
+    export_extra: tuple = ()                          # further kit-dialect files of its patch ('module' names)
+    kit_models: dict = field(default_factory=dict)    # kit models its patch adds: name -> (module:Class, kwargs)
+
+    def all_names(self) -> list[str]:
+        return [*self.names, *self.demos]
+
+    def split_of(self, name: str) -> str:
+        return self.splits.get(name, name)
+
+    def demo_file(self, name: str) -> str | None:
+        """The shipped TSV of a demo name (of its split), as a path inside the installed package."""
+        entry = self.demos.get(name)
+        if entry is None:
+            return None
+        from importlib import resources
+        return str(resources.files('vlmeval_ext') / 'demo' / entry)
+
+
+_REMI_MODES = ('', '_labelled', '_composite')
+_ROCOCO_EMBEDDERS = {
+    'RoCOCO-CLIP-B32': ('vlmeval_ext.vlm.rococo_embedding:RoCOCOEmbedding',
+                        {'backend': 'hf-clip', 'model_path': 'openai/clip-vit-base-patch32'}),
+    'RoCOCO-CLIP-L14': ('vlmeval_ext.vlm.rococo_embedding:RoCOCOEmbedding',
+                        {'backend': 'hf-clip', 'model_path': 'openai/clip-vit-large-patch14'}),
+    'RoCOCO-OpenCLIP-B32': ('vlmeval_ext.vlm.rococo_embedding:RoCOCOEmbedding',
+                            {'backend': 'open_clip', 'model_path': 'ViT-B-32/openai'}),
+    'RoCOCO-BLIP-ITC': ('vlmeval_ext.vlm.rococo_embedding:RoCOCOEmbedding',
+                        {'backend': 'hf-blip', 'model_path': 'Salesforce/blip-itm-base-coco'}),
+}
+
+BENCHMARKS: tuple[Benchmark, ...] = (
+    Benchmark(
+        key='R-Bench-Full', title='R-Bench', kit_class='vlmeval_ext.dataset.rbench_full:RBenchFull',
+        plugin_class='vlmeval_ext.datasets:RBenchFull',
+        names=('R-Bench-Full', 'R-Bench-Full-MCQ', 'R-Bench-Full-VQA', 'R-Bench-Full-CAP'),
+        demos={'R-Bench-Full_DEMO': 'R-Bench-Full_DEMO.tsv'},
+        demo_md5={'R-Bench-Full_DEMO.tsv': '965a45d85589a3720f607f1295f9b4b4'},
+        splits={f'R-Bench-Full-{t}': 'R-Bench-Full' for t in ('MCQ', 'VQA', 'CAP')},
+        subsets={f'R-Bench-Full-{t}': ('type', t) for t in ('MCQ', 'VQA', 'CAP')},
+        required_columns=('index', 'pair_id', 'variant', 'name', 'question', 'choice', 'answer', 'type',
+                          'distortion', 'strength', 'image'),
+        prediction_columns=('index', 'pair_id', 'variant', 'type', 'distortion', 'strength', 'answer',
+                            'prediction'),
+        answer_columns=('answer', 'choice', 'type'),
+        prepare='vlmeval_ext.prepare.rbench:prepare', prepare_options=('allow_subset',),
+        naive='vlmeval_ext.baselines:rbench', report='vlmeval_ext.records.benchmarks:RBENCH', spec='rbench',
+        judge='required'),
+    Benchmark(
+        key='GRAB', title='GRAB', kit_class='vlmeval_ext.dataset.grab:GRAB', plugin_class='vlmeval_ext.datasets:GRAB',
+        names=('GRAB',), demos={'GRAB_DEMO': 'GRAB_DEMO.tsv'},
+        demo_md5={'GRAB_DEMO.tsv': '68c37ee40912e1390716c4df194092fb'},
+        required_columns=('index', 'pid', 'question', 'answer', 'task', 'category', 'complexity', 'image'),
+        prediction_columns=('index', 'question', 'answer', 'task', 'category', 'complexity', 'prediction'),
+        prepare='vlmeval_ext.prepare.grab:prepare', prepare_options=('allow_subset',),
+        naive='vlmeval_ext.baselines:grab', report='vlmeval_ext.records.benchmarks:GRAB', spec='grab',
+        judge='optional'),
+    Benchmark(
+        key='ReMI', title='ReMI', kit_class='vlmeval_ext.dataset.remi:ReMI', plugin_class='vlmeval_ext.datasets:ReMI',
+        names=tuple(f'ReMI{m}' for m in _REMI_MODES),
+        demos={f'ReMI_DEMO{m}': 'ReMI_DEMO.tsv' for m in _REMI_MODES},
+        demo_md5={'ReMI_DEMO.tsv': 'c24914e5ecae62ad5e1b4db8534d986b'},
+        splits={**{f'ReMI{m}': 'ReMI' for m in _REMI_MODES}, **{f'ReMI_DEMO{m}': 'ReMI_DEMO' for m in _REMI_MODES}},
+        required_columns=('index', 'question', 'answer', 'task', 'image'),
+        prediction_columns=('index', 'prediction', 'answer', 'task'),
+        prepare='vlmeval_ext.prepare.remi:prepare', prepare_options=('allow_subset',),
+        naive='vlmeval_ext.baselines:remi', report='vlmeval_ext.records.benchmarks:REMI', spec='remi'),
+    Benchmark(
+        key='RoCOCO-MCQ', title='RoCOCO-MCQ', kit_class='vlmeval_ext.dataset.rococo_mcq:RoCOCOMCQ',
+        plugin_class='vlmeval_ext.datasets:RoCOCOMCQ',
+        names=tuple(f'RoCOCO-MCQ-{a}' for a in ('same_concept', 'diff_concept', 'rand_voca', 'danger')),
+        demos={'RoCOCO-MCQ-same_concept_DEMO': 'RoCOCO-MCQ-same_concept_DEMO.tsv'},
+        demo_md5={'RoCOCO-MCQ-same_concept_DEMO.tsv': 'b173cbeddcfb77864f1d3e247bfdf600'},
+        required_columns=('index', 'image', 'question', 'A', 'B', 'C', 'answer', 'twin'),
+        prediction_columns=('index', 'question', 'A', 'B', 'C', 'answer', 'twin', 'prediction'),
+        answer_columns=('answer', 'twin', 'A', 'B', 'C'),
+        prepare='vlmeval_ext.prepare.rococo:prepare', prepare_options=('coco_root',),
+        naive='vlmeval_ext.baselines:rococo_mcq', report='vlmeval_ext.records.benchmarks:ROCOCO_MCQ',
+        spec='rococo'),
+    Benchmark(
+        key='RoCOCO-retrieval', title='RoCOCO retrieval',
+        kit_class='vlmeval_ext.dataset.rococo_retrieval:RoCOCORetrieval',
+        plugin_class='vlmeval_ext.datasets:RoCOCORetrieval',
+        names=(*(f'RoCOCO-I2T-{k}' for k in ('clean', 'same_concept', 'diff_concept', 'rand_voca', 'danger')),
+               'RoCOCO-T2I-mix', 'RoCOCO-T2I-patch'),
+        required_columns=('index', 'kind', 'item', 'image_row', 'ground_truth', 'seed', 'source', 'question',
+                          'image'),
+        prediction_columns=('index', 'kind', 'item', 'image_row', 'ground_truth', 'seed', 'source', 'question',
+                            'prediction'),
+        answer_columns=(),
+        prepare='vlmeval_ext.prepare.rococo:prepare', prepare_options=('coco_root',),
+        report='vlmeval_ext.records.benchmarks:ROCOCO_RETRIEVAL', spec='rococo', judge='embeddings',
+        export_extra=('vlmeval_ext.vlm.rococo_embedding',), kit_models=_ROCOCO_EMBEDDERS),
+)
+
+# `<Dataset>-RC`: paired robustness variants of any kit image dataset, built by `vlmeval-ext corrupt`.
+CORRUPTED = Benchmark(
+    key='-RC', title='<Dataset>-RC (paired robustness)', kit_class='', plugin_class='vlmeval_ext.corrupt.dataset:CorruptedDataset',
+    names=(), required_columns=('index', 'image', 'variant', 'pair_id', 'distortion', 'strength'),
+    report='vlmeval_ext.records.benchmarks:CORRUPTED', spec='corrupt')
+RC_SUFFIX = '-RC'
+# Result files of a non-default judge mode carry its tag (`<stem>_efficient_score.json`): official and efficient
+# results of the same predictions sit side by side.
+RESULT_TAGS = ('_efficient',)
+
+# Models of this package: name -> ('module:Class', default kwargs).
+MODELS = {
+    # Needs no weights: each benchmark's naive baseline, the floor a real model should beat.
+    'Naive-Baseline': ('vlmeval_ext.models:NaiveBaseline', {}),
+    **_ROCOCO_EMBEDDERS,
+    # A smoke test of the retrieval pipeline, not a model: weight-free, chance-level recalls, never compared.
+    'RoCOCO-Smoke-Hash': ('vlmeval_ext.models:SmokeHashEmbedding', {'dim': 64}),
+}
+SMOKE_TEST_MODELS = ('RoCOCO-Smoke-Hash',)
+
+
+def load_object(path: str):
+    module, _, name = path.partition(':')
+    return getattr(importlib.import_module(module), name)
+
+
 def import_kit(module: str = 'vlmeval'):
-    """Import a kit module; a missing kit is one clear KitNotInstalled error (any other failure is raised)."""
+    """Import a kit module; a missing kit is one KitNotInstalled error (any other failure is raised)."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as err:
@@ -78,103 +179,63 @@ def import_kit(module: str = 'vlmeval'):
         raise
 
 
-def load_object(path: str):
-    """The object named by 'module:attribute'."""
-    module, _, name = path.partition(':')
-    return getattr(importlib.import_module(module), name)
+def rc_names() -> list[str]:
+    """Every `<Dataset>-RC.tsv` built under $LMUData (the -RC names the kit can build now)."""
+    root = os.environ.get('LMUData') or os.path.join(os.path.expanduser('~'), 'LMUData')
+    if not os.path.isdir(root):
+        return []
+    return sorted(f[:-4] for f in os.listdir(root) if f.endswith(f'{RC_SUFFIX}.tsv'))
 
 
-def dataset_classes() -> list[type]:
-    """Our dataset classes, in DATASET_CLASS_PATHS order (imports the kit)."""
-    import_kit('vlmeval.dataset')
-    return [load_object(path) for path in DATASET_CLASS_PATHS]
-
-
-def our_dataset_names() -> list[str]:
-    """Every dataset name our classes support now (the same as dataset_names(); kept for callers)."""
-    return dataset_names()
-
-
-def evaluator_classes() -> list[type]:
-    """The kit-free halves of our dataset classes, in EVALUATOR_PATHS order (never imports the kit)."""
-    return [load_object(path) for path in EVALUATOR_PATHS]
+def benchmark_of(name: str) -> Benchmark | None:
+    """The record that knows dataset `name` (any `<Dataset>-RC`, built or not), or None."""
+    for record in BENCHMARKS:
+        if name in record.names or name in record.demos:
+            return record
+    return CORRUPTED if name.endswith(RC_SUFFIX) and len(name) > len(RC_SUFFIX) else None
 
 
 def dataset_names() -> list[str]:
-    """Every dataset name our classes support now (never imports the kit)."""
-    return [name for cls in evaluator_classes() for name in cls.supported_datasets()]
+    """Every dataset name of this package, demos and built -RC datasets included (no kit import)."""
+    return [n for record in BENCHMARKS for n in record.all_names()] + rc_names()
 
 
-def evaluator_for_dataset(name: str) -> type | None:
-    """The kit-free class that knows dataset `name` (any `<Dataset>-RC`, built or not), or None."""
-    classes = evaluator_classes()
-    for cls in classes:
-        if name in cls.supported_datasets():
-            return cls
-    return classes[-1] if name.endswith('-RC') else None
-
-
-def class_for_evaluation(name: str) -> type | None:
-    """The class whose `for_evaluation(name).evaluate(...)` scores a predictions file of `name`: the kit-free
-    evaluator when it implements evaluate, else the kit dataset class (imports the kit)."""
-    evaluator = evaluator_for_dataset(name)
-    if evaluator is None:
+def plugin_class(name: str):
+    """The plugin's kit dataset class for `name` (imports the kit)."""
+    record = benchmark_of(name)
+    if record is None:
         return None
-    if hasattr(evaluator, 'evaluate'):
-        return evaluator
-    return load_object(DATASET_CLASS_PATHS[EVALUATOR_PATHS.index(_path_of(evaluator))])
-
-
-def _path_of(cls: type) -> str:
-    return f'{cls.__module__}:{cls.__qualname__}'
-
-
-def class_for_dataset(name: str) -> type | None:
-    """Our class that supports dataset `name`, or None."""
-    for cls in dataset_classes():
-        if name in cls.supported_datasets():
-            return cls
-    return None
-
-
-def register_datasets(kit_dataset_module) -> list[type]:
-    """Put our dataset classes into the kit's dataset tables (idempotent); returns them."""
-    classes = dataset_classes()
-    for cls in reversed(classes):            # inserted in front, keeping DATASET_CLASS_PATHS order
-        if cls not in kit_dataset_module.DATASET_CLASSES:
-            kit_dataset_module.DATASET_CLASSES.insert(0, cls)
-    for cls in classes:
-        for name in cls.supported_datasets():
-            if name not in kit_dataset_module.SUPPORTED_DATASETS:
-                kit_dataset_module.SUPPORTED_DATASETS.append(name)
-        setattr(kit_dataset_module, cls.__name__, cls)     # --config "class" lookup
-    return classes
-
-
-def register_models(kit_config_module, kit_vlm_module) -> list[str]:
-    """Put our models into `supported_VLM` and their classes into `vlmeval.vlm` (idempotent); returns the names."""
-    for name, (path, kwargs) in MODEL_FACTORIES.items():
-        cls = load_object(path)
-        setattr(kit_vlm_module, cls.__name__, cls)         # --config "class" lookup
-        if name not in kit_config_module.supported_VLM:
-            kit_config_module.supported_VLM[name] = partial(cls, name=name, **kwargs)
-    return list(MODEL_FACTORIES)
+    import_kit('vlmeval.dataset')
+    return load_object(record.plugin_class)
 
 
 def register(redact_logs: bool = True) -> None:
     """Register every dataset and model of vlmeval-ext into the installed VLMEvalKit (imports the kit).
 
-    Idempotent: calling it again changes nothing. With `redact_logs` (the default) it also installs the log
-    redaction of `vlmeval_ext.core.secrets`, so no log line of the kit or ours can carry an API key (the kit
-    logs its judge's key when it builds one). Raises KitNotInstalled when `vlmeval` cannot be imported.
+    Idempotent. Our classes go in front of the kit's `DATASET_CLASSES` (a kit class that matches names loosely
+    must not take ours), their names into `SUPPORTED_DATASETS`, the classes as attributes of `vlmeval.dataset`
+    and `vlmeval.vlm` (--config "class" lookup), our models into `supported_VLM`. With `redact_logs` no log line
+    of the kit or ours can carry an API key (vlmeval_ext.secrets). Raises KitNotInstalled without a kit.
     """
-    from vlmeval_ext.core.logs import quiet_kit_notices
-    quiet_kit_notices()                       # before the kit's import logs its .env notice
+    from vlmeval_ext.logs import quiet_kit_notices
+    quiet_kit_notices()
     kit_dataset = import_kit('vlmeval.dataset')
     kit_config = import_kit('vlmeval.config')
     kit_vlm = import_kit('vlmeval.vlm')
     if redact_logs:
-        from vlmeval_ext.core.secrets import install_log_redaction
+        from vlmeval_ext.secrets import install_log_redaction
         install_log_redaction()
-    register_models(kit_config, kit_vlm)
-    register_datasets(kit_dataset)
+    for name, (path, kwargs) in MODELS.items():
+        cls = load_object(path)
+        setattr(kit_vlm, cls.__name__, cls)
+        if name not in kit_config.supported_VLM:
+            kit_config.supported_VLM[name] = partial(cls, name=name, **kwargs)
+    classes = [load_object(r.plugin_class) for r in (*BENCHMARKS, CORRUPTED)]
+    for cls in reversed(classes):
+        if cls not in kit_dataset.DATASET_CLASSES:
+            kit_dataset.DATASET_CLASSES.insert(0, cls)
+    for cls in classes:
+        for name in cls.supported_datasets():
+            if name not in kit_dataset.SUPPORTED_DATASETS:
+                kit_dataset.SUPPORTED_DATASETS.append(name)
+        setattr(kit_dataset, cls.__name__, cls)

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from PIL import Image, ImageDraw, ImageFont
 
-from vlmeval_ext.corrupt.distortions import DISTORTION_IDS, STRENGTHS, approximations, corrupt, distortion_info
+from vlmeval_ext.distortions import DISTORTION_IDS, STRENGTHS, approximations, corrupt, distortion_info
 
 PNG_MODES = {'1', 'L', 'LA', 'I', 'I;16', 'P', 'RGB', 'RGBA'}
 
@@ -56,8 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Apply R-Bench's 33 real-world distortions at strengths 1-3 to one image.")
     p.add_argument('image', help='input image (any format Pillow reads)')
     p.add_argument('--out-dir', required=True, help='folder for dNN_sS.png outputs')
-    p.add_argument('--distortion', default='all', help='"all" or comma-separated ids 1-33 (e.g. 1,5,16)')
-    p.add_argument('--strength', default='all', help='"all" or comma-separated strengths 1-3 (e.g. 1,3)')
+    p.add_argument('--distortions', '--distortion', dest='distortions', default='all',
+                   help='"all" or comma-separated ids 1-33 (e.g. 1,5,16)')
+    p.add_argument('--strengths', '--strength', dest='strengths', default='all',
+                   help='"all" or comma-separated strengths 1-3 (e.g. 1,3)')
     p.add_argument('--seed', type=int, default=0, help='random seed (same seed, same output)')
     p.add_argument('--preview', action='store_true', help='also write preview.png, a labelled contact sheet')
     return p
@@ -67,16 +69,17 @@ def corrupt_image_main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        distortions = parse_id_list(args.distortion, DISTORTION_IDS, 'distortion id')
-        strengths = parse_id_list(args.strength, STRENGTHS, 'strength')
+        distortions = parse_id_list(args.distortions, DISTORTION_IDS, 'distortion id')
+        strengths = parse_id_list(args.strengths, STRENGTHS, 'strength')
     except ValueError as err:
         parser.error(str(err))  # exits with status 2 and the message
     src = Path(args.image)
     if not src.is_file():
         parser.error(f'input image not found: {src}')
     try:
+        from PIL import ImageOps
         with Image.open(src) as opened:
-            image = opened.copy()
+            image = ImageOps.exif_transpose(opened)   # as shown: the variants carry no orientation tag
     except (OSError, ValueError, Image.DecompressionBombError) as err:   # truncated, not an image, ...
         from vlmeval_ext.errors import ExtError
         raise ExtError(f'corrupt-image: {src} cannot be read as an image ({type(err).__name__}: {err})') from None
@@ -113,8 +116,10 @@ def corrupt_dataset_main(argv: Sequence[str] | None = None) -> int:
                                             'per chosen distortion and strength, linked by pair_id.')
     p.add_argument('--data', required=True, nargs='+',
                    help='kit image dataset(s) whose TSV is in $LMUData (else the kit downloads it)')
-    p.add_argument('--distortions', default='all', help='"all" or comma-separated ids 1-33')
-    p.add_argument('--strengths', default='all', help='"all" or comma-separated strengths 1-3')
+    p.add_argument('--distortions', '--distortion', dest='distortions', default='all',
+                   help='"all" or comma-separated ids 1-33')
+    p.add_argument('--strengths', '--strength', dest='strengths', default='all',
+                   help='"all" or comma-separated strengths 1-3')
     p.add_argument('--sample', type=int, default=None, help='sample N questions (default: all)')
     p.add_argument('--seed', type=int, default=0)
     args = p.parse_args(argv)
@@ -130,7 +135,7 @@ def corrupt_dataset_main(argv: Sequence[str] | None = None) -> int:
 
     import pandas as pd
 
-    from vlmeval_ext.core.io import DataError, lmu_data_root, write_kit_tsv
+    from vlmeval_ext.io import DataError, lmu_data_root, write_kit_tsv
     from vlmeval_ext.corrupt.report import approximation_note
     from vlmeval_ext.corrupt.variants import RC_SUFFIX, build_rc_frame, rc_name
 

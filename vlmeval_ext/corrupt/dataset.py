@@ -1,20 +1,25 @@
-"""`<Dataset>-RC` as a kit dataset: prompts and scoring are the base dataset's own; we add the pairing report."""
+"""`<Dataset>-RC` as a kit dataset: prompts and scoring are the base dataset's own; we add the pairing report.
+
+A plugin feature (no kit-dialect file of its own): names are every `<Dataset>-RC.tsv` built under $LMUData by
+`vlmeval-ext corrupt`; loading goes through the plugin's strict checks (vlmeval_ext.datasets.LoadingChecks).
+"""
 from __future__ import annotations
 
+import hashlib
 import os
 import os.path as osp
 import shutil
 
 import pandas as pd
+from vlmeval.dataset.image_base import ImageBaseDataset
 
-from vlmeval_ext.core.aggregate import is_missing
-from vlmeval_ext.core.dataset import ExtImageDataset, lmu_data_root
-from vlmeval_ext.core.io import DataError, load_predictions, stem_path, write_json
-from vlmeval_ext.core.predictions import EMPTY, FAILED, classify_prediction
 from vlmeval_ext.corrupt import kit as K
 from vlmeval_ext.corrupt import report as R
 from vlmeval_ext.corrupt import variants as V
-from vlmeval_ext.corrupt.evaluator import CorruptedEvaluator
+from vlmeval_ext.datasets import LoadingChecks
+from vlmeval_ext.io import (CutReplies, DataError, keep_uncut_replies, lmu_data_root, load_predictions, stem_path,
+                            write_json)
+from vlmeval_ext.predictions import EMPTY, FAILED, classify_prediction, is_missing
 
 IMAGE_COLUMNS = ('image', 'image_path')
 
@@ -27,6 +32,24 @@ def prediction_kind(value) -> str:
 
 def _text(value) -> str:
     return '' if is_missing(value) else str(value).strip()
+
+
+def seed_from_earlier_run(sub_dir: str) -> str | None:
+    """A new run folder of the kit (`<model>/<run id>/`, the upstream kit starts one per run and copies only the
+    files beside the predictions) gets the `_RC` folder of the latest earlier run of the same model and dataset:
+    the kit's judge results in it are kept only for rows that are the very same (their `.rows-sha1`, see
+    `_score_part`), so evaluating the same predictions again asks no judge call. Returns the folder copied."""
+    if osp.exists(sub_dir):
+        return None
+    runs = osp.dirname(osp.dirname(sub_dir))
+    here = osp.basename(osp.dirname(sub_dir))
+    earlier = [osp.join(runs, d, osp.basename(sub_dir)) for d in os.listdir(runs) if d != here]
+    earlier = [d for d in earlier if osp.isdir(d) and not osp.islink(d)]
+    if not earlier:
+        return None
+    latest = max(earlier, key=osp.getmtime)
+    shutil.copytree(latest, sub_dir, symlinks=True)
+    return latest
 
 
 def base_rows(base, part: pd.DataFrame, where: str) -> pd.DataFrame:
@@ -52,15 +75,40 @@ def base_rows(base, part: pd.DataFrame, where: str) -> pd.DataFrame:
     return frame
 
 
-class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
+class _TextTSV(ImageBaseDataset):
+    def load_data(self, dataset):
+        from vlmeval_ext.io import read_table
+        return read_table(self.data_path)      # every cell as text
+
+
+class CorruptedDataset(LoadingChecks, _TextTSV):
     """Paired reference/distorted variants of a kit image dataset, built by `vlmeval-ext corrupt --data NAME`.
 
-    TYPE stays 'VQA' (ExtImageDataset's): the kit's run.py gives MCQ and Y/N datasets its default API judge when
-    --judge is absent; an -RC chooses its own default instead (corrupt.kit.rc_judge: exact matching, no API).
+    TYPE is 'VQA': the kit's run.py gives MCQ and Y/N datasets its default API judge when --judge is absent; an -RC
+    chooses its own default instead (corrupt.kit.rc_judge: exact matching, no API).
     """
+    TYPE = 'VQA'
+    DATASET_URL: dict = {}
+    DATASET_MD5: dict = {}
+    REQUIRED_COLUMNS = ('index', 'image', *V.RC_COLUMNS)
+
+    @classmethod
+    def supported_datasets(cls):
+        from vlmeval_ext.registry import rc_names
+        return rc_names()
+
+    def ensure_tsv(self, dataset: str) -> str:
+        path = osp.join(lmu_data_root(), f'{dataset}.tsv')
+        self.data_path = path
+        if not osp.exists(path):
+            raise DataError(f'{path}: not found; build it with `vlmeval-ext corrupt --data {V.base_name(dataset)}`')
+        return path
 
     def __init__(self, dataset: str, skip_noimg: bool = True):
+        V.base_name(dataset)
         super().__init__(dataset, skip_noimg)
+        if self._from_predictions:
+            return
         self.base_info = self._base()       # an -RC whose base the kit cannot score stops here, before inference
         self.base = self.base_info.dataset  # its prompts
 
@@ -72,7 +120,7 @@ class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
     def check_row_images(self, line) -> None:
         """Checked, not written: the base dataset's dump_image writes them for its prompt. Base64 and image header
         only (an -RC holds one image per variant: decoding them all at every load would be slow)."""
-        from vlmeval_ext.core.dataset import BadImageCell, image_problem
+        from vlmeval_ext.loading import BadImageCell, image_problem
         problem = image_problem(line['image'], decode=False)
         if problem:
             raise BadImageCell(f'{self.data_path}: index {line["index"]}, column \'image\': {problem}')
@@ -84,9 +132,22 @@ class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
         return self.base.build_prompt(line)  # the base dataset's own prompt, our (corrupted) image
 
     def _score_part(self, base: K.BaseDataset, rows: pd.DataFrame, sub_file: str, judge: K.RCJudge) -> tuple:
-        """The base dataset's own evaluate on its rows -> (kit headline, {base index: score or None})."""
+        """The base dataset's own evaluate on its rows -> (kit headline, {base index: score or None}). The kit's
+        result files of an earlier evaluation of the very same rows are kept (its evaluators reuse them: no judge
+        call is made again); rows that changed start afresh."""
         from vlmeval.smp import dump, load
-        dump(rows, sub_file)
+        fingerprint = hashlib.sha1(rows.to_csv(sep='\t', index=False).encode('utf-8')).hexdigest()
+        stamp = f'{sub_file}.rows-sha1'
+        unchanged = osp.isfile(sub_file) and osp.isfile(stamp) and open(stamp).read().strip() == fingerprint
+        if not unchanged:
+            stem = osp.splitext(osp.basename(sub_file))[0]
+            folder = osp.dirname(sub_file)
+            for name in os.listdir(folder):       # the kit's caches of other rows under this file's name
+                if name.startswith(stem):
+                    os.remove(osp.join(folder, name))
+            dump(rows, sub_file)
+            with open(stamp, 'w') as f:
+                f.write(fingerprint + '\n')
         result = base.dataset.evaluate(sub_file, **judge.kwargs)
         scored = K.kit_row_result_file(base.task, sub_file, judge.kwargs.get('model', judge.name))
         if not osp.isfile(scored):
@@ -96,7 +157,10 @@ class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
         return K.kit_headline(result), {int(i): scores.get(int(i)) for i in rows['index']}
 
     def evaluate(self, eval_file, **judge_kwargs):
-        pred = load_predictions(eval_file, required=('index', 'prediction', *V.RC_COLUMNS))
+        try:
+            pred = load_predictions(eval_file, required=('index', 'prediction', *V.RC_COLUMNS))
+        except CutReplies as cut:
+            raise DataError(keep_uncut_replies(cut, eval_file)) from None
         base_name = V.base_name(self.dataset_name)
         parts = V.split_by_slot(pred)
         if 0 not in parts:
@@ -109,8 +173,8 @@ class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
                     zip(idx // V.INDEX_SLOT, pred['distortion'], pred['strength']) if k}
         stem, _ = osp.splitext(str(eval_file))
         sub_dir = stem + '_RC'
-        shutil.rmtree(sub_dir, ignore_errors=True)  # the kit's result caches must not outlive these predictions
-        os.makedirs(osp.join(sub_dir, 'consistency'))
+        seed_from_earlier_run(sub_dir)
+        os.makedirs(osp.join(sub_dir, 'consistency'), exist_ok=True)
         fmt = K.kit_pred_format()
         items = sorted({int(i) % V.INDEX_SLOT % V.CIRCULAR_GROUP for i in idx})
 
@@ -155,13 +219,16 @@ class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
                    'pairs_excluded_from_relative': excluded, 'failures': failures,
                    'failed_rows': sum(v['failed'] for v in per_variant.values()),
                    'empty_rows': sum(v['empty'] for v in per_variant.values()), 'approximations': note}
+        from vlmeval_ext.records.intervals import rc as rc_intervals
+        summary.update(rc_intervals(pd.DataFrame(rows, columns=['pair_id', 'type', 'distortion', 'strength',
+                                                                'score_ref', 'score_dis', 'score_com'])))
         write_json(summary, stem_path(eval_file, '_score.json'))
         report = R.markdown_report(self.dataset_name, task, table, per_variant, failures, relative_mode,
                                    judge.block, note)
         with open(stem_path(eval_file, '_robustness.md'), 'w', encoding='utf-8') as f:
             f.write(report)
-        from vlmeval_ext.core.plots import model_of_file, no_plot_line, run_title
-        from vlmeval_ext.rbench.report import plot_radar, plot_task_strength
+        from vlmeval_ext.records.benchmarks import plot_radar, plot_task_strength
+        from vlmeval_ext.records.plots import model_of_file, no_plot_line, run_title
         title = run_title(self.dataset_name, model_of_file(eval_file, self.dataset_name), judge.name, len(rows),
                           len(rows) - excluded)
         if plot_radar(table, stem_path(eval_file, '_radar.png'), title=f'{title}\nrobustness (0-1)'):
@@ -171,12 +238,12 @@ class CorruptedDataset(CorruptedEvaluator, ExtImageDataset):
         print(f'[{self.dataset_name}] {len(rows)} pairs, judge {judge.name}, relative = {relative_mode}; '
               f'{summary["failed_rows"]} inference-failed and {summary["empty_rows"]} empty rows; per distortion, '
               f'failures and approximations: {stem_path(eval_file, "_robustness.md")}')
-        # What the kit prints (once): reference / absolute / relative by dimension, 0-1 (core.kit_table).
-        from vlmeval_ext.core.kit_table import result_table
+        # What the kit prints (once): reference / absolute / relative by dimension, 0-1.
         dims = [d for d in robust['dimension'] if any(table[m].get(d) is not None for m in table)]
-        return result_table(f'{self.dataset_name} (0-1)',
-                            {metric: {f'{d} (0-1)': table[metric].get(d) for d in dims} for metric in table},
-                            digits=4)
+        title = f'{self.dataset_name} (0-1)'
+        printed = pd.DataFrame([{title: metric, **{f'{d} (0-1)': table[metric].get(d) for d in dims}}
+                                for metric in table]).round(4)
+        return printed.astype(object).where(printed.notna(), 'n/a')
 
     def _consistency(self, base, answered, combo_of, sub_dir, stem, fmt, judge, where) -> dict:
         """{(d, s): {item: consistency}}: each distorted prediction scored by the base metric with its

@@ -18,8 +18,8 @@ from typing import Mapping
 
 import pandas as pd
 
-from vlmeval_ext.core.io import DataError
-from vlmeval_ext.core.judging import OFFLINE_JUDGES, PROTOCOL_KEYS
+from vlmeval_ext.io import DataError
+from vlmeval_ext.judging import OFFLINE_JUDGES, PLUGIN_OPTIONS, PROTOCOL_OPTIONS
 from vlmeval_ext.corrupt.variants import RC_COLUMNS
 
 # The kit evaluators whose per-row results an -RC reads: {task: (kit class, methods a base class must inherit
@@ -29,7 +29,7 @@ _EVALUATOR_METHODS = {'MCQ': ('evaluate', 'evaluate_heuristic'), 'Y/N': ('evalua
 
 # The per-row file each evaluator writes beside its eval file: the suffix it hands get_intermediate_file_path.
 # ImageMCQDataset names the file after its judge, with short names for two judges. Same in ms-vlmeval 0.0.20 and
-# VLMEvalKit e8e78f05 (tests/test_rc_kit_naming.py runs each evaluator on both).
+# VLMEvalKit e8e78f05 (tests/plugin/test_rc_kit_naming.py runs each evaluator on both).
 KIT_MCQ_JUDGE_FILE_NAMES = {'chatgpt-0125': 'openai', 'gpt-4-0125': 'gpt4'}
 _ROW_RESULT_SUFFIX = {'Y/N': '_auxmatch', 'VQA': '_results'}
 
@@ -172,7 +172,7 @@ def rc_judge(judge_kwargs: Mapping, task: str, base: str) -> RCJudge:
     """The judge for the base evaluator. Without --judge (no `model` in the kit's judge kwargs): the kit's exact
     matching, passed explicitly, so the kit never reaches for its default API judge; an offline judge name also
     means exact matching (no offline judge exists for a kit dataset). VQA evaluators use no judge."""
-    kwargs = {k: v for k, v in judge_kwargs.items() if k not in PROTOCOL_KEYS}
+    kwargs = {k: v for k, v in judge_kwargs.items() if k not in PLUGIN_OPTIONS + PROTOCOL_OPTIONS}
     if kwargs.get('use_verifier'):
         raise DataError('--use-verifier is not supported for <Dataset>-RC: its scores are read from the kit\'s '
                         'standard per-row results')
@@ -195,11 +195,10 @@ def check_judge(judge: RCJudge) -> None:
     after minutes of retries, and the record would name a judge that was never used."""
     if not judge.is_api:
         return
-    from vlmeval_ext.core.judge import preflight
-    from vlmeval_ext.core.judging import kit_judge_caller
-    call, _ = kit_judge_caller(judge.name, **{k: judge.kwargs[k] for k in ('api_base', 'key', 'timeout')
+    from vlmeval_ext.judging import CachedJudge, build_kit_judge, preflight
+    kit_judge = build_kit_judge(judge.name, **{k: judge.kwargs[k] for k in ('api_base', 'key', 'timeout')
                                                if k in judge.kwargs})
-    preflight(call)
+    preflight(CachedJudge(kit_judge, judge.name, store=None))
 
 
 # ------------------------------------------------------------------------------------------------ the scores

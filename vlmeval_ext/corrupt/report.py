@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from typing import Mapping, Sequence
 
-from vlmeval_ext.core.aggregate import is_missing
-from vlmeval_ext.core.taxonomy import robustness_table, taxonomy
-from vlmeval_ext.corrupt.distortions import approximations
-from vlmeval_ext.rbench.report import absolute, relative
+from vlmeval_ext.distortions import approximations
+from vlmeval_ext.dataset.utils.rbench_full import GROUPS, STEPS, absolute, relative, robustness_table
+from vlmeval_ext.predictions import is_missing
 
 
 def reference(row: Mapping) -> float | None:
@@ -34,8 +33,6 @@ def markdown_report(name: str, task: str, table: Mapping, per_variant: Mapping, 
                     relative_mode: str, judge: Mapping, note: str | None) -> str:
     """Per-variant counts, then R-Bench's table layout (metrics x low/mid/high/Overall), its step and group
     tables, and the failures."""
-    tax = taxonomy()
-
     def block(title, dims):
         lines = [f'| {title} | ' + ' | '.join(dims) + ' |', '|' + '---|' * (len(dims) + 1)]
         for metric, values in table.items():
@@ -51,8 +48,8 @@ def markdown_report(name: str, task: str, table: Mapping, per_variant: Mapping, 
     for tag, v in per_variant.items():
         kit = '-' if v['kit_metric'] is None else f'{v["kit_metric"]:.4f}'
         out.append(f'| {tag} | {kit} | {_fmt(v["mean"])} | {v["scored"]} | {v["empty"]} | {v["failed"]} |')
-    out += ['', *block('strength', ['low', 'mid', 'high', 'Overall']), *block('step', tax['steps']),
-            *block('group', tax['groups'])]
+    out += ['', *block('strength', ['low', 'mid', 'high', 'Overall']), *block('step', STEPS),
+            *block('group', GROUPS)]
     out.append('Failures (excluded from every mean): ' + json.dumps(failures, sort_keys=True))
     if note:
         out += ['', f'**Note:** {note}']
@@ -65,12 +62,3 @@ def approximation_note(distortions: Sequence[int]) -> str | None:
         return None
     return ('Distortions ' + ', '.join(map(str, used)) + ' are synthetic approximations of R-Bench\'s real '
             'captures / CNN denoiser (see dataset_specs/corrupt.yaml); their numbers are not R-Bench\'s.')
-
-
-def summary_row(score: Mapping) -> dict:
-    """The end-of-run summary's row for one `<Dataset>-RC` _score.json (scores on the base metric's 0-1 scale)."""
-    return {'base dataset': score['base_dataset'], 'task': score['task'],
-            'reference Overall (0-1)': score['reference']['Overall'],
-            'absolute Overall (0-1)': score['absolute']['Overall'],
-            'relative Overall (0-1)': score['relative']['Overall'],
-            'pairs': score['pairs'], 'judge': f"{score['judge']['name']}"}

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from vlmeval_ext.core.aggregate import is_missing
-from vlmeval_ext.core.io import DataError, parse_list_cell
-from vlmeval_ext.corrupt.distortions import check_distortion, check_strength, corrupt
+from vlmeval_ext.io import DataError, parse_list_cell
+from vlmeval_ext.predictions import is_missing
+from vlmeval_ext.distortions import check_distortion, check_strength, corrupt
 
 RC_SUFFIX = '-RC'
 INDEX_SLOT = 10 ** 8          # > any kit index (MMBench circular copies stay below 10**7)
@@ -81,12 +81,48 @@ def image_list(cell: str, path: str, row: int) -> tuple[list[str], bool]:
 
 
 def _decode(b64: str, where: str) -> Image.Image:
+    """The image as it is shown: its EXIF orientation applied to the pixels (the tag is not kept), so a reference
+    and its distorted variants have the same geometry in every viewer."""
+    from PIL import ImageOps
     try:
         img = Image.open(io.BytesIO(base64.b64decode(b64)))
         img.load()
+        return ImageOps.exif_transpose(img)
     except Exception as err:  # report which cell is bad, with the decoder's reason
         raise DataError(f'{where}: not a decodable base64 image ({type(err).__name__}: {err})') from err
-    return img
+
+
+def _orientation(b64: str) -> int:
+    """The EXIF Orientation tag of an encoded image (1, upright, when there is none)."""
+    try:
+        with Image.open(io.BytesIO(base64.b64decode(b64))) as img:
+            return int(img.getexif().get(0x0112, 1) or 1)
+    except Exception:  # an unreadable cell: corrupt_cell names it
+        return 1
+
+
+def reference_cell(cell: str, path: str, row: int) -> str:
+    """The reference row's image: as stored, unless an EXIF orientation would turn it in EXIF-aware viewers but
+    not its distorted variants (whose pixels are already turned): then re-encoded upright (PNG, lossless)."""
+    images, was_list = image_list(cell, path, row)
+    if all(_orientation(b64) == 1 for b64 in images):
+        return cell
+    out = [_encode_png(_decode(b64, f'{path}: row {row}, column \'image\' [{k}]')) for k, b64 in enumerate(images)]
+    return json.dumps(out) if was_list else out[0]
+
+
+def variant_image_path(cell, tag: str, path: str, row: int):
+    """An `image_path` cell with the variant's tag in every file name ('a.jpg' -> 'a__d05_s3.jpg'): the kit writes
+    a row's image under its image_path and reuses an existing file, so rows sharing a name would share an image."""
+    import os.path as osp
+
+    def tagged(name: str) -> str:
+        stem, ext = osp.splitext(str(name))
+        return f'{stem}__{tag}{ext or ".png"}'
+    text = '' if is_missing(cell) else str(cell).strip()
+    if text.startswith('['):
+        return json.dumps([tagged(n) for n in parse_list_cell(text, path, row, 'image_path')])
+    return tagged(text)
 
 
 def _encode_png(img: Image.Image) -> str:
@@ -136,10 +172,14 @@ def build_rc_frame(base: pd.DataFrame, distortions: Sequence[int], strengths: Se
 
     from tqdm import tqdm
     ref = base.assign(pair_id=base['index'], variant='ref', distortion=0, strength=0)
+    ref['image'] = [reference_cell(c, path, row + 2) for row, c in enumerate(base['image'])]
     parts = [ref]
     bar = tqdm(total=len(base) * len(combo_list), desc='corrupt', unit='image-row', disable=not progress)
     for slot, (d, s) in enumerate(combo_list, start=1):
         dis = ref.assign(variant='dis', distortion=d, strength=s, index=base['index'] + slot * INDEX_SLOT)
+        if 'image_path' in base:
+            tag = slot_tag(slot, combo_list)
+            dis['image_path'] = [variant_image_path(c, tag, path, row + 2) for row, c in enumerate(base['image_path'])]
         cells = []
         for row, (idx, cell) in enumerate(zip(base['index'], base['image'])):
             # one seed per (item, run seed): each item gets its own noise pattern, reproducibly
@@ -203,7 +243,7 @@ def row_scores_from_result(result: pd.DataFrame, where: str, match_to_score=None
 def is_graded(base: str, scores: Sequence[float | None]) -> bool:
     """Graded (partial-credit) base metric: declared in the spec (TextVQA's VQA score, DocVQA's ANLS, ...) or
     seen (a row scored strictly between 0 and 1)."""
-    from vlmeval_ext.corrupt.distortions import corrupt_spec
+    from vlmeval_ext.distortions import corrupt_spec
     declared = corrupt_spec().get('rc', {}).get('graded_metric_datasets', [])
     return any(base.startswith(p) for p in declared) or any(s is not None and 0.0 < s < 1.0 for s in scores)
 

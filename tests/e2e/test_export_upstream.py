@@ -1,0 +1,260 @@
+"""`vlmeval-ext export-upstream`: one patch per benchmark that adds our kit-dialect files, as they are, to a VLMEvalKit
+checkout, and that checkout's own run.py scoring exactly as the plugin does.
+
+The installed kit is copied to a temporary git repository laid out as a checkout (the upstream leg: the editable
+checkout; the ms-vlmeval leg: the wheel's vlmeval package, whose vlmeval/run.py is the repository's run.py), so the
+real installation is never touched. Each patch must apply alone; all of them applied, the copy's run.py runs the
+demo splits (placed under the real split names) with the loopback server as model and judge, in a process where the
+copy's `vlmeval` is imported and vlmeval_ext is not; the plugin then evaluates the very same prediction files with
+the same deterministic judge, and every score the kit dialect writes must be equal.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from helpers.kit_run import REPO_ROOT, kit_environment, run_kit
+from helpers.loopback_server import LoopbackServer
+from vlmeval_ext.export import kit_files
+from vlmeval_ext.registry import BENCHMARKS
+
+# demo split -> (the real split name it runs under in the checkout, the class the patch adds)
+DEMOS = {'GRAB_DEMO': 'GRAB', 'ReMI_DEMO': 'ReMI', 'R-Bench-Full_DEMO': 'R-Bench-Full',
+         'RoCOCO-MCQ-same_concept_DEMO': 'RoCOCO-MCQ-same_concept'}
+PATCH_LINES_MAX = 1200
+PREFLIGHT = 'Reply with the single word: ready'
+GRAB_JUDGE = 'Return only the extracted numeric answer'
+RBENCH_JUDGE = 'Please only provide the result in the following format: Score:'
+
+
+def _demo_answers() -> list[tuple[str, str]]:
+    pairs = []
+    for path in sorted((REPO_ROOT / 'vlmeval_ext' / 'demo').glob('*.tsv')):
+        demo = pd.read_csv(path, sep='\t', dtype=str, keep_default_na=False, usecols=['question', 'answer'])
+        for question, answer in zip(demo['question'], demo['answer']):
+            piece = max(re.split(r'<image\d>', question), key=len).strip()[:60]
+            pairs.append((piece, answer))
+    return pairs
+
+
+DEMO_ANSWERS = _demo_answers()
+
+
+def deterministic_reply(request: dict) -> str:
+    """The same reply to the same request in every process (a hash of the prompt picks it): model replies right,
+    right in prose or JSON, or wrong; judge replies verdicts, a number read off the response, or no verdict."""
+    texts = []
+    for message in request.get('messages', []):
+        content = message.get('content', '')
+        for part in content if isinstance(content, list) else [{'type': 'text', 'text': content}]:
+            texts.append(part.get('text', '') if part.get('type') == 'text' else '')
+    prompt = '\n'.join(texts)
+    if PREFLIGHT in prompt or 'Connection test' in prompt:
+        return 'ready'
+    h = int(hashlib.sha1(prompt.encode()).hexdigest(), 16)
+    if GRAB_JUDGE in prompt:
+        numbers = re.findall(r'-?\d+(?:\.\d+)?', prompt.rpartition('answering the question is:')[2])
+        return numbers[h % len(numbers)] if numbers and h % 4 else 'None'
+    if RBENCH_JUDGE in prompt:
+        top = 1 if 'The result is 1 if the answer is correct' in prompt else 2
+        return f'Score: {h % (top + 1)}' if h % 7 else 'I cannot decide.'
+    answers = [a for piece, a in DEMO_ANSWERS if piece and piece in prompt]
+    answer = answers[h % len(answers)] if answers else 'A'
+    return [answer, f'The answer is {answer}.', json.dumps({'explanation': 'read it off', 'answer': answer}),
+            'B', '2'][h % 5]
+
+
+def installed_kit() -> tuple[str, Path]:
+    """Where the installed kit's code is, without importing it: ('checkout', its root) or ('wheel', its package)."""
+    spec = importlib.util.find_spec('vlmeval')
+    assert spec is not None and spec.origin, 'no VLMEvalKit installed'
+    package = Path(spec.origin).resolve().parent
+    if (package.parent / 'run.py').is_file() and (package / 'dataset' / '__init__.py').is_file():
+        return 'checkout', package.parent
+    assert (package / 'run.py').is_file(), f'{package}: neither a checkout nor ms-vlmeval'
+    return 'wheel', package
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(['git', '-C', str(repo), '-c', 'user.name=test', '-c', 'user.email=test@example.com',
+                           *args], check=True, capture_output=True, text=True).stdout
+
+
+def copy_checkout(kind: str, source: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    ignore = shutil.ignore_patterns('__pycache__', '*.pyc', '*.egg-info')
+    if kind == 'checkout':
+        for item in source.iterdir():
+            if item.is_file() and item.suffix in ('.py', '.cfg', '.txt', '.toml', '.md', ''):
+                shutil.copy2(item, dest / item.name)
+        shutil.copytree(source / 'vlmeval', dest / 'vlmeval', ignore=ignore)
+    else:
+        shutil.copytree(source, dest / 'vlmeval', ignore=ignore)
+        shutil.copy2(source / 'run.py', dest / 'run.py')
+    _git(dest, 'init', '-q')
+    _git(dest, 'add', '-A')
+    _git(dest, 'commit', '-q', '-m', 'kit as installed')
+    return dest
+
+
+def export(kit: Path, out: Path, env: dict, *extra) -> subprocess.CompletedProcess:
+    return run_kit(['export-upstream', '--kit', kit, '--patch-dir', out, *extra], env=env,
+                   entry=('-m', 'vlmeval_ext'), timeout=300)
+
+
+@pytest.fixture(scope='module')
+def exported(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('export')
+    kit = copy_checkout(*installed_kit(), tmp / 'VLMEvalKit')
+    env = kit_environment(tmp)
+    proc = export(kit, tmp / 'patches', env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {'tmp': tmp, 'kit': kit, 'patches': tmp / 'patches', 'stdout': proc.stdout, 'env': env}
+
+
+def test_each_benchmark_is_one_patch_that_applies_alone(exported):
+    kit, patches = exported['kit'], exported['patches']
+    sizes = {}
+    for record in BENCHMARKS:
+        patch = patches / f'{record.key}.patch'
+        text = patch.read_text()
+        sizes[record.key] = text.count('\n')
+        assert sizes[record.key] <= PATCH_LINES_MAX, (record.key, sizes[record.key])
+        assert 'vlmeval_ext' not in text, f'{record.key}: the patch mentions the plugin'
+        added = set(re.findall(r'^\+\+\+ b/(\S+)', text, re.M))
+        assert set(kit_files(record)) <= added <= {*kit_files(record), 'vlmeval/dataset/__init__.py',
+                                                   'vlmeval/vlm/__init__.py', 'vlmeval/config.py'}
+        _git(kit, 'apply', '--check', str(patch))                         # alone, on the checkout's HEAD
+        md = (patches / f'{record.key}.md').read_text()
+        assert md.startswith(f'# Add {record.title}') and 'DATASET_URL' in md
+    assert f"{sizes['GRAB']} lines" in exported['stdout']
+    print(f'\n[figures] export-upstream patch sizes (lines): {sizes}')
+
+
+def test_the_files_sent_are_the_files_the_plugin_runs(exported, tmp_path):
+    """Without --url-base and without prepared TSVs, every added file is ours byte for byte."""
+    kit = tmp_path / 'applied'
+    shutil.copytree(exported['kit'], kit)
+    for record in BENCHMARKS:
+        _git(kit, 'apply', str(exported['patches'] / f'{record.key}.patch'))
+        for kit_path, ours in kit_files(record).items():
+            assert (kit / kit_path).read_bytes() == ours.read_bytes(), kit_path
+        _git(kit, 'reset', '-q', '--hard')
+        _git(kit, 'clean', '-qfdx')
+    _git(kit, 'apply', str(exported['patches'] / 'all.patch'))           # every benchmark at once
+    init = (kit / 'vlmeval' / 'dataset' / '__init__.py').read_text()
+    for record in BENCHMARKS:
+        cls = record.kit_class.partition(':')[2]
+        assert f'IMAGE_DATASET += [{cls}]' in init
+
+
+def test_export_again_gives_the_same_patches_and_refuses_bad_places(exported, tmp_path):
+    again = tmp_path / 'again'
+    proc = export(exported['kit'], again, exported['env'])
+    assert proc.returncode == 0, proc.stderr
+    for record in BENCHMARKS:
+        assert (again / f'{record.key}.patch').read_text() == (exported['patches'] / f'{record.key}.patch').read_text()
+    assert _git(exported['kit'], 'status', '--porcelain') == ''             # the checkout itself is untouched
+    proc = export(exported['kit'], exported['kit'] / 'patches', exported['env'])
+    assert proc.returncode == 2 and 'is inside the checkout' in proc.stderr
+    plain = tmp_path / 'plain'
+    shutil.copytree(exported['kit'], plain, ignore=shutil.ignore_patterns('.git'))
+    proc = export(plain, tmp_path / 'out', exported['env'])
+    assert proc.returncode == 2 and 'is not a git checkout' in proc.stderr
+    proc = export(tmp_path, tmp_path / 'out', exported['env'])
+    assert proc.returncode == 2 and 'is not a VLMEvalKit checkout' in proc.stderr
+
+
+def test_url_base_and_a_prepared_tsv_fill_the_two_values(exported, tmp_path):
+    env = dict(exported['env'])
+    lmu = Path(env['LMUData'])
+    shutil.copyfile(REPO_ROOT / 'vlmeval_ext' / 'demo' / 'GRAB_DEMO.tsv', lmu / 'GRAB.tsv')
+    from vlmeval_ext.io import file_md5
+    (lmu / 'GRAB.tsv.md5').write_text(file_md5(lmu / 'GRAB.tsv') + '\n')
+    proc = export(exported['kit'], tmp_path / 'filled', env, '--url-base', 'https://example.org/tsv', '--only',
+                  'GRAB')
+    assert proc.returncode == 0, proc.stderr
+    patch = (tmp_path / 'filled' / 'GRAB.patch').read_text()
+    assert "+        'GRAB': 'https://example.org/tsv/GRAB.tsv'," in patch
+    assert f"+        'GRAB': '{file_md5(lmu / 'GRAB.tsv')}'," in patch
+    assert 'DATASET_URL: left empty' not in (tmp_path / 'filled' / 'GRAB.md').read_text()
+
+
+# The checkout's own run.py as `python run.py ...` runs it; then which vlmeval ran and whether any vlmeval_ext
+# module was imported in that process.
+DRIVER = '''import runpy, sys
+kit = sys.argv[1]
+sys.argv = [kit + '/run.py'] + sys.argv[2:]
+try:
+    runpy.run_path(kit + '/run.py', run_name='__main__')
+except SystemExit as stop:
+    if stop.code not in (None, 0):
+        raise
+import vlmeval
+print('EXPORT-CHECK vlmeval=' + vlmeval.__file__)
+print('EXPORT-CHECK plugin=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'vlmeval_ext')))
+'''
+
+
+def test_demos_through_the_checkouts_run_py_score_as_the_plugin(exported, tmp_path):
+    kit = tmp_path / 'applied'
+    shutil.copytree(exported['kit'], kit)
+    _git(kit, 'apply', str(exported['patches'] / 'all.patch'))
+    (tmp_path / 'driver.py').write_text(DRIVER)
+    with LoopbackServer() as server:
+        server.default = deterministic_reply
+        env = kit_environment(tmp_path / 'kit-run', server)
+        lmu = Path(env['LMUData'])
+        for demo, split in DEMOS.items():
+            shutil.copyfile(REPO_ROOT / 'vlmeval_ext' / 'demo' / f'{demo}.tsv', lmu / f'{split}.tsv')
+        env.update(PYTHONPATH=str(kit), PRED_FORMAT='tsv')
+        config = {'model': {'LoopbackGPT': {'class': 'GPT4V', 'model': 'loopback-model', 'api_base': server.chat_url,
+                                            'img_size': -1, 'retry': 1, 'temperature': 0, 'timeout': 20}},
+                  'data': {split: {'class': record_class(split), 'dataset': split} for split in DEMOS.values()}}
+        (tmp_path / 'config.json').write_text(json.dumps(config))
+        work = tmp_path / 'kit-run' / 'out'
+        run = subprocess.run([sys.executable, str(tmp_path / 'driver.py'), str(kit), '--config',
+                              str(tmp_path / 'config.json'), '--work-dir', str(work), '--judge', 'loopback-judge',
+                              '--api-nproc', '4'], env=env, cwd=tmp_path, capture_output=True, text=True,
+                             timeout=900)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        checks = dict(line.split(' ', 1)[1].split('=', 1) for line in run.stdout.splitlines()
+                      if line.startswith('EXPORT-CHECK '))
+        assert checks['vlmeval'].startswith(str(kit)) and checks['plugin'] == '', checks
+        # The plugin on the very same prediction files, against the same judge.
+        plugin_env = kit_environment(tmp_path / 'plugin-run', server)
+        for split in DEMOS.values():
+            shutil.copyfile(lmu / f'{split}.tsv', Path(plugin_env['LMUData']) / f'{split}.tsv')
+        for split in DEMOS.values():
+            pred = next(p for p in work.rglob(f'LoopbackGPT_{split}.tsv') if not p.is_symlink())
+            folder = tmp_path / 'plugin-run' / split
+            folder.mkdir()
+            mine = shutil.copy2(pred, folder / pred.name)
+            proc = run_kit(['eval', '--data', split, '--pred', mine, '--judge', 'loopback-judge',
+                            '--judge-base-url', server.chat_url, '--api-nproc', '4'], env=plugin_env,
+                           entry=('-m', 'vlmeval_ext'))
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+            kit_score = json.loads(next(p for p in work.rglob(f'LoopbackGPT_{split}_score.json')
+                                        if not p.is_symlink()).read_text())
+            plugin_score = json.loads((folder / f'LoopbackGPT_{split}_score.json').read_text())
+            for key, value in kit_score.items():
+                if key == 'judge' and isinstance(value, dict):       # the endpoint is another run's, same host
+                    value = {k: v for k, v in value.items() if k not in ('calls_made', 'calls_cached')}
+                    plugin = {k: v for k, v in plugin_score[key].items() if k in value}
+                    assert plugin == value, (split, key)
+                    continue
+                assert plugin_score[key] == value, (split, key)
+
+
+def record_class(split: str) -> str:
+    from vlmeval_ext.registry import benchmark_of
+    return benchmark_of(split).kit_class.partition(':')[2]

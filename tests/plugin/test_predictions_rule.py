@@ -1,0 +1,59 @@
+"""One rule for every benchmark: only the kit's exact failure values are inference failures; empty is an answer."""
+import math
+
+import pytest
+
+from vlmeval_ext.predictions import ANSWER, EMPTY, FAILED, classify_prediction, is_kit_failure, prediction_text
+
+
+@pytest.mark.parametrize('cell', [
+    'Failed to obtain answer via API.',
+    'Failed to obtain answer via API.: Failed with all possible conversation turns.',
+    "Failed to obtain answer: <class 'RuntimeError'> CUDA out of memory",
+    "Failed to obtain answer: <class 'torch.OutOfMemoryError'> line1\nline2",
+])
+def test_the_kits_failure_values_are_failures(cell):
+    assert classify_prediction(cell) == FAILED
+    with pytest.raises(ValueError):
+        prediction_text(cell)
+
+
+@pytest.mark.parametrize('cell', [
+    'The log says "Failed to obtain answer via API." so I cannot tell. Answer: 3',
+    'Failed to obtain answer via API. Just kidding: 42',
+    ' Failed to obtain answer via API.',
+    'Failed to obtain answer',
+    'failed to obtain answer via api.',
+])
+def test_quoting_the_failure_text_is_an_answer(cell):
+    assert not is_kit_failure(cell)
+    assert classify_prediction(cell) == ANSWER
+    assert prediction_text(cell) == cell
+
+
+@pytest.mark.parametrize('cell', ['', '   ', '\n\t', None, math.nan])
+def test_empty_is_an_answer_counted_as_empty(cell):
+    assert classify_prediction(cell) == EMPTY
+    assert prediction_text(cell) == ('' if not isinstance(cell, str) else cell)
+
+
+def test_numbers_are_refused_not_guessed():
+    # A reader that turned "-1" into -1.0 must be fixed, not papered over here.
+    with pytest.raises(TypeError):
+        classify_prediction(-1.0)
+
+
+CELLS = ['Failed to obtain answer via API.', 'Failed to obtain answer via API.: Failed with all possible '
+         'conversation turns.', "Failed to obtain answer: <class 'RuntimeError'> CUDA out of memory",
+         'The log says "Failed to obtain answer via API." Answer: 3', ' Failed to obtain answer via API.',
+         'failed to obtain answer via api.', 'Failed to obtain answer', '', '   ', None, math.nan, 'B', '3.0']
+
+
+@pytest.mark.parametrize('module', ['grab', 'rbench_full', 'remi', 'rococo_mcq'])
+def test_every_benchmark_file_applies_the_same_rule(module):
+    """Each kit-dialect benchmark carries its own `is_infer_fail` (it imports nothing of the plugin); it must
+    say exactly what the plugin's rule says about every kind of cell."""
+    import importlib
+    lower = importlib.import_module(f'vlmeval_ext.dataset.utils.{module}')
+    assert [lower.is_infer_fail(c) for c in CELLS] == [is_kit_failure(c) for c in CELLS]
+    assert sum(is_kit_failure(c) for c in CELLS) == 3

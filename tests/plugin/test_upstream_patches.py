@@ -1,0 +1,147 @@
+"""The fixes offered to VLMEvalKit (upstream/*.patch) apply to the installed kit and do what their README says.
+
+Each patch is applied with `patch -p1` to a copy of the installed kit (an upstream checkout has run.py beside its
+vlmeval package; ms-vlmeval keeps it as vlmeval/run.py, copied to where the patch expects it), then the patched
+code is run in a subprocess against the copy.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.kit_run import FAKE_KEY, REPO_ROOT
+
+PATCHES = sorted((REPO_ROOT / 'upstream').glob('*.patch'))
+
+
+@pytest.fixture(scope='module')
+def patched_kit(tmp_path_factory):
+    if shutil.which('patch') is None:
+        pytest.skip('the `patch` program is not installed')
+    package = Path(importlib.util.find_spec('vlmeval').origin).parent
+    root = tmp_path_factory.mktemp('kit')
+    shutil.copytree(package, root / 'vlmeval', ignore=shutil.ignore_patterns('__pycache__'))
+    run_py = package.parent / 'run.py' if (package.parent / 'run.py').is_file() else package / 'run.py'
+    shutil.copyfile(run_py, root / 'run.py')
+    for patch in PATCHES:
+        proc = subprocess.run(['patch', '-p1', '--forward', '-i', str(patch)], cwd=root, capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, (patch.name, proc.stdout, proc.stderr)
+    return root
+
+
+def _run(root: Path, code: str) -> str:
+    proc = subprocess.run([sys.executable, '-c', code], cwd=root, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, 'PYTHONPATH': str(root)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_there_are_patches_and_each_has_its_reason():
+    readme = (REPO_ROOT / 'upstream' / 'README.md').read_text()
+    assert len(PATCHES) == 5
+    for patch in PATCHES:
+        assert f'## {patch.name}' in readme
+        assert patch.read_text().startswith('--- a/')
+
+
+def test_a_failed_dump_leaves_the_previous_checkpoint_intact(patched_kit, tmp_path):
+    """A write that dies half way (here: an object pickle cannot store) must not tear the file it replaces."""
+    code = f'''
+import json, os, pickle
+from vlmeval.smp.file import dump, load
+target = {str(tmp_path / 'm_D_checkpoint.pkl')!r}
+dump({{'0': 'A', '1': 'B'}}, target)
+try:
+    dump({{'0': 'A', '1': 'B', '2': (lambda: 0)}}, target)
+except Exception as err:
+    failed = type(err).__name__
+print(json.dumps({{'kept': load(target), 'failed': failed, 'left': sorted(os.listdir({str(tmp_path)!r}))}}))
+'''
+    out = json.loads(_run(patched_kit, code))
+    assert out['kept'] == {'0': 'A', '1': 'B'} and out['left'] == ['m_D_checkpoint.pkl']
+
+
+def test_keys_are_masked_in_the_argv_the_kit_stores(patched_kit):
+    import ast
+    source = (patched_kit / 'run.py').read_text()
+    tree = ast.parse(source)
+    wanted = {'SECRET_OPTIONS', 'redact_argv', 'redact_kwargs'}
+    nodes = [n for n in tree.body if getattr(n, 'name', None) in wanted
+             or (isinstance(n, ast.Assign) and any(getattr(t, 'id', None) in wanted for t in n.targets))]
+    namespace: dict = {}
+    exec(compile(ast.Module(body=nodes, type_ignores=[]), 'run.py', 'exec'), namespace)
+    argv = ['run.py', '--judge-key', FAKE_KEY, f'--key={FAKE_KEY}', '--data', 'X']
+    assert namespace['redact_argv'](argv) == ['run.py', '--judge-key', '***', '--key=***', '--data', 'X']
+    assert namespace['redact_kwargs']({'key': FAKE_KEY, 'model': 'm'}) == {'key': '***', 'model': 'm'}
+    assert source.count('argv=redact_argv(sys.argv)') == 2 and 'argv=sys.argv' not in source
+    assert 'API Key: {self.key}' not in (patched_kit / 'vlmeval' / 'api' / 'gpt.py').read_text()
+
+
+def test_replies_that_utf8_cannot_store_are_repaired_before_the_prediction_table(patched_kit):
+    import ast
+    source = (patched_kit / 'vlmeval' / 'inference.py').read_text()
+    tree = ast.parse(source)
+    nodes = [n for n in tree.body if getattr(n, 'name', None) == 'storable_text']
+    namespace: dict = {}
+    exec(compile(ast.Module(body=nodes, type_ignores=[]), 'inference.py', 'exec'), namespace)
+    repair = namespace['storable_text']
+    assert repair('\ud83d 3') == '\ufffd 3' and repair('a \ud83d\ude00') == 'a \U0001f600'
+    assert repair('plain é 😀') == 'plain é 😀'
+    assert source.count('storable_text(str(data_all[x]))') == 2 and 'prediction = [str(data_all[x])' not in source
+
+
+def test_a_served_model_name_with_a_slash_runs_in_a_safe_folder_and_is_sent_as_given(patched_kit, tmp_path):
+    """The patched kit alone (no plugin): `--model Qwen/Tiny-VL --base-url URL` on a small custom MCQ dataset in
+    the kit's TSV format; the server is asked for 'Qwen/Tiny-VL', the predictions land in `Qwen--Tiny-VL/`."""
+    import base64
+    import io
+
+    import pandas as pd
+    from PIL import Image
+
+    from helpers.kit_run import kit_environment
+    from helpers.loopback_server import LoopbackServer
+
+    buffer = io.BytesIO()
+    Image.new('RGB', (32, 32), (200, 30, 30)).save(buffer, format='PNG')
+    image = base64.b64encode(buffer.getvalue()).decode()
+    env = kit_environment(tmp_path)
+    pd.DataFrame({'index': [0, 1], 'image': [image, image], 'question': ['What colour?', 'Which shape?'],
+                  'A': ['red', 'square'], 'B': ['blue', 'circle'], 'answer': ['A', 'A']}).to_csv(
+        Path(env['LMUData']) / 'TinyMCQ.tsv', sep='\t', index=False)
+    env.update({'LMDEPLOY_API_KEY': 'EMPTY', 'PRED_FORMAT': 'tsv'})
+    with LoopbackServer() as server:
+        server.default = 'A'
+        proc = subprocess.run([sys.executable, 'run.py', '--data', 'TinyMCQ', '--model', 'Qwen/Tiny-VL',
+                               '--base-url', server.base_url, '--mode', 'infer', '--work-dir', str(tmp_path / 'w')],
+                              cwd=patched_kit, env={**env, 'PYTHONPATH': str(patched_kit)}, capture_output=True,
+                              text=True, timeout=600)
+        asked = sorted({r.model for r in server.log})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert asked == ['Qwen/Tiny-VL']
+    found = [p.relative_to(tmp_path / 'w') for p in (tmp_path / 'w').rglob('*TinyMCQ.tsv')]
+    assert found and all(p.parts[0] == 'Qwen--Tiny-VL' and p.name == 'Qwen--Tiny-VL_TinyMCQ.tsv' for p in found)
+
+
+def test_a_resumed_run_reads_replies_that_look_missing_as_the_text_written(patched_kit, tmp_path):
+    code = f'''
+import json
+import pandas as pd
+from vlmeval.inference import load_predictions_as_text
+path = {str(tmp_path / 'M_D.tsv')!r}
+pd.DataFrame({{'index': [0, 1, 2, 3, 4], 'prediction': ['None', 'NA', '', 'null', '3']}}).to_csv(path, sep='\\t', index=False)
+data = load_predictions_as_text(path)
+print(json.dumps({{'index': [int(i) for i in data['index']], 'prediction': list(data['prediction'])}}))
+'''
+    out = json.loads(_run(patched_kit, code))
+    assert out == {'index': [0, 1, 2, 3, 4], 'prediction': ['None', 'NA', '', 'null', '3']}
+    source = (patched_kit / 'vlmeval' / 'inference.py').read_text()
+    assert 'data = load_predictions_as_text(result_file)' in source and 'data = load(result_file)' not in source

@@ -1,1 +1,0 @@
-"""Pieces written once and shared by every benchmark of vlmeval-ext (no kit imports here)."""

@@ -1,0 +1,201 @@
+"""GRAB: a graph analysis benchmark for LMMs (Roberts et al. 2024, arXiv 2408.11817).
+
+2,170 questions about synthetic plots, each with one exact answer (an integer, a one-decimal
+number, an interval or an equation). Three scorings, all reported: `official` (the GRAB README's
+exact-match rule, the headline), `normalized` (the value read from the reply) and, with --judge,
+`llm_extracted` (the README's extraction prompt, then an exact comparison).
+"""
+import hashlib
+import os
+import os.path as osp
+import pickle
+from urllib.parse import urlsplit
+
+import pandas as pd
+
+from vlmeval.dataset.image_base import ImageBaseDataset
+from vlmeval.dataset.utils import build_judge
+from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file_path, get_logger,
+                         load, md5)
+from vlmeval.utils import track_progress_rich
+
+from .utils.grab import (FAIL_MSG, NO_ANSWER, acc_table, answer_text, extraction_prompt,
+                         is_infer_fail, judge_id, parse_extraction_reply, question_prompt,
+                         read_text_table, result_table, score_response, settled_without_judge,
+                         summarize)
+
+logger = get_logger(__name__)
+
+
+def load_progress(path):
+    """The judge results an earlier run saved; a file cut short by a kill (the kit writes it in
+    place) is moved aside with a warning and its calls are asked again."""
+    if not osp.exists(path):
+        return {}
+    try:
+        return load(path)
+    except (EOFError, pickle.UnpicklingError, ValueError) as err:
+        os.replace(path, path + '.unreadable')
+        logger.warning(f'{path}: unreadable ({type(err).__name__}), moved to {path}.unreadable; '
+                       'its judge calls are asked again')
+        return {}
+
+
+NO_JUDGE = (None, '', 'exact_matching')
+
+
+def extract_answer(judge, question, response):
+    """One llm_extracted call; a reply that is no answer is asked again, twice at most. A failure
+    says why in `failed` and is never scored."""
+    for _ in range(3):
+        reply = judge.generate(extraction_prompt(question, response))
+        if not isinstance(reply, str) or FAIL_MSG in reply or not reply.strip():
+            return {'extracted': None, 'reply': str(reply), 'failed': 'the judge call failed'}
+        extracted = parse_extraction_reply(reply)
+        if extracted is not None:
+            return {'extracted': extracted, 'reply': reply, 'failed': None}
+    return {'extracted': None, 'reply': reply,
+            'failed': f'no answer in 3 judge replies (last: {reply[:60]!r})'}
+
+
+class GRAB(ImageBaseDataset):
+    TYPE = 'VQA'
+    DATASET_URL = {'GRAB': ''}
+    DATASET_MD5 = {}
+
+    def load_data(self, dataset):
+        # The kit's `load` reads answers as numbers ("3.0" -> 3.0); they are compared as text.
+        path = osp.join(LMUDataRoot(), f'{dataset}.tsv')
+        expected = self.DATASET_MD5.get(dataset)
+        if not osp.exists(path) or (expected and md5(path) != expected):
+            if not self.DATASET_URL.get(dataset):
+                raise FileNotFoundError(f'{path} not found (and no DATASET_URL for {dataset})')
+            download_file(self.DATASET_URL[dataset], path)
+            if expected and md5(path) != expected:
+                raise ValueError(f"{path}: the downloaded file's md5 is not {expected}")
+        self.data_path = path
+        return pd.read_csv(path, sep='\t', dtype=str, keep_default_na=False)
+
+    def build_prompt(self, line):
+        if isinstance(line, int):
+            line = self.data.iloc[line]
+        message = [dict(type='image', value=p) for p in self.dump_image(line)]
+        message.append(dict(type='text', value=question_prompt(line['question'])))
+        return message
+
+    def judge(self, **judge_kwargs):
+        """The model that runs the llm_extracted extraction."""
+        return build_judge(**judge_kwargs)
+
+    @classmethod
+    def report_primary_metric(cls, metrics):
+        """The headline for the kit's run summary: the first value evaluate returns."""
+        for key, value in (metrics or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+                return {str(key): value}
+        return {}
+
+    @classmethod
+    def report_infer_err(cls, prediction_file):
+        if prediction_file is None or not osp.exists(prediction_file):
+            return dict(failed=0, total=0)
+        data = read_text_table(prediction_file)
+        return dict(failed=sum(map(is_infer_fail, data['prediction'])), total=len(data))
+
+    def evaluate(self, eval_file, **judge_kwargs):
+        data = read_text_table(eval_file)
+        rows = []
+        for row, item in enumerate(data.to_dict('records'), 2):
+            try:
+                answer = answer_text(item['answer'], item['question'])
+            except ValueError as err:
+                raise ValueError(f"{eval_file}: row {row}, column 'answer': {err}") from None
+            failed = is_infer_fail(item['prediction'])
+            kind = 'failed' if failed else (
+                'empty' if not item['prediction'].strip() else 'answer')
+            scores = ({'official': None, 'normalized': None, 'parsed': None} if failed
+                      else score_response(item['prediction'], answer, item['question']))
+            rows.append({'index': item['index'], 'pid': item.get('pid', item['index']),
+                         'task': item['task'], 'category': item['category'],
+                         'complexity': int(item['complexity']), 'question': item['question'],
+                         'answer': answer, 'prediction': item['prediction'],
+                         'prediction_kind': kind, **scores,
+                         'failed': "inference failed (the kit's failure text)" if failed
+                         else None})
+        judge_name = judge_kwargs.pop('model', None)
+        notes, judge, counts = [], None, {}
+        if judge_name in NO_JUDGE:
+            notes.append('llm_extracted: not run (no --judge); official and normalized need no '
+                         'judge')
+        else:
+            counts = self._llm_extract(rows, eval_file, judge_name, judge_kwargs)
+            judge = {'name': judge_name, 'mode': counts['judge_mode'], 'scoring': 'llm_extracted',
+                     'endpoint_host': counts['endpoint_host'], 'calls_made': counts['calls_made'],
+                     'calls_cached': counts['calls_cached']}
+        n_failed = sum(r['failed'] is not None for r in rows)
+        score_rows = [{k: r[k] for k in ('task', 'category', 'complexity', 'official',
+                                         'normalized', 'llm_extracted') if k in r} for r in rows]
+        scores = {s: summarize(score_rows, s) for s in ('official', 'normalized')}
+        scores['official']['counts']['inference_failures'] = n_failed
+        scores['normalized']['counts'].update(inference_failures=n_failed, unparsed=sum(
+            r['failed'] is None and r['parsed'] is None for r in rows))
+        if counts:
+            scores['llm_extracted'] = summarize(score_rows, 'llm_extracted')
+            scores['llm_extracted']['counts'].update(counts)
+        scores['counts'] = {'items': len(rows), 'scored': len(rows) - n_failed,
+                            'empty': sum(r['prediction_kind'] == 'empty' for r in rows),
+                            'inference_failures': n_failed,
+                            'judge_failures': counts.get('judge_failures', 0)}
+        scores.update(judge=judge, notes=notes)
+        dump(scores, get_intermediate_file_path(eval_file, '_score', 'json'))
+        dump(pd.DataFrame(acc_table(score_rows)),
+             get_intermediate_file_path(eval_file, '_acc', 'csv'))
+        dump(pd.DataFrame(rows), get_intermediate_file_path(eval_file, '_items', 'tsv'))
+        c = scores['counts']
+        logger.info(f"GRAB: items {c['items']}, scored {c['scored']}, empty answers {c['empty']} "
+                    f"(scored wrong), inference failures {c['inference_failures']} (excluded)")
+        return result_table(scores)
+
+    def _llm_extract(self, rows, eval_file, judge_name, judge_kwargs):
+        """llm_extracted per answered row; a failed extraction is counted, never scored 0."""
+        nproc = judge_kwargs.pop('nproc', 4)
+        mode = judge_kwargs.pop('judge_mode', 'official')
+        judge = self.judge(model=judge_name, **judge_kwargs)
+        who = judge_id(judge_name, judge)
+        tmp = get_intermediate_file_path(eval_file, '_grab_extraction', 'pkl')
+        done = load_progress(tmp)
+        keys, tasks = {}, {}
+        for row in rows:
+            row['llm_extracted'] = None
+            if row['failed'] is not None:
+                continue
+            if mode == 'efficient' and settled_without_judge(row['prediction'], row['answer']):
+                row.update(llm_extracted=1, judge_failed=None, extracted=row['answer'])
+                continue
+            prompt = extraction_prompt(row['question'], row['prediction'])
+            key = f"{who}|{hashlib.sha1(prompt.encode()).hexdigest()}"
+            keys[row['index']] = key
+            if done.get(key, {}).get('extracted') is None:
+                tasks[key] = (judge, row['question'], row['prediction'])
+        if tasks:
+            track_progress_rich(extract_answer, list(tasks.values()), nproc=nproc, save=tmp,
+                                keys=list(tasks))
+            done = load(tmp)
+        failed = []
+        for row in rows:
+            if row['index'] in keys:
+                result = done.get(keys[row['index']], {})
+                extracted = result.get('extracted')
+                row.update(extracted=extracted, judge_failed=None if extracted is not None else (
+                    result.get('failed') or 'no extraction'))
+                if extracted is None:
+                    failed.append(str(row['index']))
+                else:
+                    row['llm_extracted'] = int(extracted == row['answer'])
+        return {'judge': judge_name, 'judge_mode': mode,
+                'endpoint_host': urlsplit(str(getattr(judge, 'api_base', ''))).hostname,
+                'inference_failures': sum(r['failed'] is not None for r in rows),
+                'inference_failed_items': [str(r['index']) for r in rows if r['failed']],
+                'judge_failures': len(failed), 'judge_failed_items': failed,
+                'no_answer': sum(r.get('extracted') == NO_ANSWER for r in rows),
+                'calls_made': len(tasks), 'calls_cached': len(set(keys.values())) - len(tasks)}

@@ -1,0 +1,250 @@
+"""R-Bench-Full: are LMMs robust to real-world corruptions? (Li et al. 2024, arXiv 2410.05474).
+
+1,485 MCQ / VQA / CAP items, each asked on a reference and on a distorted image (33
+distortions, 3 strengths): 2,970 rows sharing a `pair_id`. The kit's R-Bench-Dis / R-Bench-Ref
+hold the MCQ third as two separate accuracies; this dataset scores all three tasks with the
+paper's GPT judge protocol and reports absolute and relative robustness by task, strength, the
+7 steps and the 7 groups. R-Bench-Full-MCQ / -VQA / -CAP are the task subsets of the same TSV.
+
+Judge arguments: `judge_mode` official (the paper's protocol, default) or efficient (one reference
+caption per CAP score, repeats stopped once the score is settled);
+efficient results are written as <stem>_efficient_*, beside the official ones.
+"""
+import hashlib
+import os
+import os.path as osp
+import pickle
+from urllib.parse import urlsplit
+
+import pandas as pd
+
+from vlmeval.dataset.image_base import ImageBaseDataset
+from vlmeval.dataset.utils import build_judge
+from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file_path, get_logger,
+                         load, md5)
+from vlmeval.utils import track_progress_rich
+
+from .utils.rbench_full import (DEFAULT_JUDGE, KINDS, TASKS, ask, assign, combine, is_infer_fail,
+                                judge_id, model_prompt, plan_score, prompt_demands, rbench_table,
+                                read_text_table, result_table)
+
+logger = get_logger(__name__)
+
+
+def load_progress(path):
+    """The judge results an earlier run saved; a file cut short by a kill (the kit writes it in
+    place) is moved aside with a warning and its calls are asked again."""
+    if not osp.exists(path):
+        return {}
+    try:
+        return load(path)
+    except (EOFError, pickle.UnpicklingError, ValueError) as err:
+        os.replace(path, path + '.unreadable')
+        logger.warning(f'{path}: unreadable ({type(err).__name__}), moved to {path}.unreadable; '
+                       'its judge calls are asked again')
+        return {}
+
+
+SUBSETS = {'R-Bench-Full-MCQ': 'MCQ', 'R-Bench-Full-VQA': 'VQA', 'R-Bench-Full-CAP': 'CAP'}
+NEEDS = {'dis': ('pred_dis',), 'ref': ('pred_ref',), 'com': ('pred_ref', 'pred_dis')}
+SCORE_COLUMNS = ['pair_id', 'name', 'type', 'distortion', 'strength', 'score_ref', 'score_dis',
+                 'score_com', 'verdicts_ref', 'verdicts_dis', 'verdicts_com']
+
+
+def _int(value, where, lo, hi):
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not number.is_integer() or not lo <= number <= hi:
+        raise ValueError(f'{where}: {value!r} is not an integer in {lo}-{hi}')
+    return int(number)
+
+
+def pair_rows(data, path):
+    """One item per pair_id with its two outputs (None where the row is missing or is the kit's
+    failure text); errors name the file, row and column."""
+    pairs, counts = {}, dict(rows=len(data), inference_failures=0, empty=0, missing_partner=0)
+    failed_rows = []
+    for row, rec in enumerate(data.to_dict('records'), 2):
+        where = f'{path}: row {row}'
+        if rec['variant'] not in ('ref', 'dis'):
+            raise ValueError(f"{where}, column 'variant': {rec['variant']!r} is not ref or dis")
+        if rec['type'] not in TASKS:
+            raise ValueError(f"{where}, column 'type': {rec['type']!r} is not one of {TASKS}")
+        pair = _int(rec['pair_id'], f"{where}, column 'pair_id'", 0, 10 ** 9)
+        fields = dict(type=rec['type'], question=rec['question'], choice=rec['choice'],
+                      answer=rec['answer'],
+                      distortion=_int(rec['distortion'], f"{where}, column 'distortion'", 1, 33),
+                      strength=_int(rec['strength'], f"{where}, column 'strength'", 1, 3))
+        item = pairs.setdefault(pair, dict(pair_id=pair, name=rec.get('name', ''), pred_ref=None,
+                                           pred_dis=None, rows={}, **fields))
+        if rec['variant'] in item['rows']:
+            raise ValueError(f"{where}: pair_id {pair} has a second {rec['variant']!r} row "
+                             f"(first at row {item['rows'][rec['variant']]})")
+        for column, value in fields.items():
+            if item[column] != value:
+                raise ValueError(f'{where}, column {column!r}: {rec[column]!r} differs from its '
+                                 f'partner row of pair_id {pair}')
+        item['rows'][rec['variant']] = row
+        if is_infer_fail(rec['prediction']):
+            counts['inference_failures'] += 1
+            failed_rows.append([rec['index'], 'inference failed'])
+            continue
+        counts['empty'] += not rec['prediction'].strip()
+        item[f"pred_{rec['variant']}"] = rec['prediction']
+    for pair, item in sorted(pairs.items()):
+        if len(item['rows']) < 2:
+            counts['missing_partner'] += 1
+            lost = 'dis' if 'ref' in item['rows'] else 'ref'
+            failed_rows.append([pair, f'pair_id {pair}: no {lost} row'])
+    return [pairs[k] for k in sorted(pairs)], counts, failed_rows
+
+
+def scorable(item):
+    return [k for k in KINDS if all(item[a] is not None for a in NEEDS[k])]
+
+
+class RBenchFull(ImageBaseDataset):
+    TYPE = 'VQA'
+    DATASET_URL = {'R-Bench-Full': '', **{name: '' for name in SUBSETS}}
+    DATASET_MD5 = {}
+    DEFAULT_JUDGE = DEFAULT_JUDGE
+
+    def load_data(self, dataset):
+        split = 'R-Bench-Full' if dataset in SUBSETS else dataset
+        path = osp.join(LMUDataRoot(), f'{split}.tsv')
+        expected = self.DATASET_MD5.get(split)
+        if not osp.exists(path) or (expected and md5(path) != expected):
+            if not self.DATASET_URL.get(split):
+                raise FileNotFoundError(f'{path} not found (and no DATASET_URL for {split})')
+            download_file(self.DATASET_URL[split], path)
+            if expected and md5(path) != expected:
+                raise ValueError(f"{path}: the downloaded file's md5 is not {expected}")
+        self.data_path = path
+        data = pd.read_csv(path, sep='\t', dtype=str, keep_default_na=False)
+        if dataset in SUBSETS:
+            data = data[data['type'] == SUBSETS[dataset]].reset_index(drop=True)
+        return data
+
+    def post_build(self, dataset):  # the subsets share the full split's images
+        self.img_root = osp.join(LMUDataRoot(), 'images',
+                                 'R-Bench-Full' if dataset in SUBSETS else dataset)
+
+    def build_prompt(self, line):
+        if isinstance(line, int):
+            line = self.data.iloc[line]
+        message = [dict(type='image', value=p) for p in self.dump_image(line)]
+        text = model_prompt(line['type'], question=line['question'], choice=line['choice'])
+        return message + [dict(type='text', value=text)]
+
+    def judge(self, **judge_kwargs):
+        return build_judge(**judge_kwargs)
+
+    @classmethod
+    def report_primary_metric(cls, metrics):
+        """The headline for the kit's run summary: the first value evaluate returns."""
+        for key, value in (metrics or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+                return {str(key): value}
+        return {}
+
+    @classmethod
+    def report_infer_err(cls, prediction_file):
+        if prediction_file is None or not osp.exists(prediction_file):
+            return dict(failed=0, total=0)
+        data = read_text_table(prediction_file)
+        return dict(failed=sum(map(is_infer_fail, data['prediction'])), total=len(data))
+
+    def evaluate(self, eval_file, **judge_kwargs):
+        """Judge score_dis / score_ref / score_com per item; writes _scores.csv, _robustness.csv
+        and _score.json; returns the robustness table."""
+        items, counts, failed_rows = pair_rows(read_text_table(eval_file), eval_file)
+        if not items:
+            raise ValueError(f'{eval_file}: no predictions')
+        tag = '_efficient' if judge_kwargs.get('judge_mode') == 'efficient' else ''
+        rows, judge = self.score_items(items, eval_file, **judge_kwargs)
+        complete = sum(all(r[f'score_{k}'] is not None for k in KINDS) for r in rows)
+        counts = dict(items=len(items), rows=counts['rows'], scored=complete,
+                      empty=counts['empty'], inference_failures=counts['inference_failures'],
+                      missing_partner=counts['missing_partner'],
+                      judge_failures=judge['failures']['judge_failed_scores'])
+        excluded = {f'score_{k}': sum(r[f'score_{k}'] is None for r in rows)
+                    for k in ('ref', 'dis', 'com')}
+        judge['failures'].update(inference_failed_rows=counts['inference_failures'],
+                                 missing_partner_items=counts['missing_partner'],
+                                 excluded_scores=excluded, failed_rows=failed_rows)
+        table = rbench_table(rows)
+        dump(pd.DataFrame(rows, columns=SCORE_COLUMNS),
+             get_intermediate_file_path(eval_file, f'{tag}_scores', 'csv'))
+        dump(pd.DataFrame([{'dimension': d, 'absolute (0-1)': table['absolute'][d],
+                            'relative (0-1)': table['relative'][d]} for d in table['absolute']]),
+             get_intermediate_file_path(eval_file, f'{tag}_robustness', 'csv'))
+        dump(dict(absolute=table['absolute'], relative=table['relative'], judge=judge,
+                  failed=excluded, items=len(rows), counts=counts),
+             get_intermediate_file_path(eval_file, f'{tag}_score', 'json'))
+        logger.info(f"R-Bench: {judge['label']}; {judge['calls']} judge verdicts "
+                    f"({judge['calls_cached']} kept from this work dir); "
+                    f'excluded scores {excluded}')
+        return result_table(table)
+
+    def score_items(self, items, eval_file, **judge_kwargs):
+        """(per-item rows with score_dis / score_ref / score_com, the judge block)."""
+        name = judge_kwargs.pop('model', None) or self.DEFAULT_JUDGE
+        mode = judge_kwargs.pop('judge_mode', 'official')
+        nproc = judge_kwargs.pop('nproc', 4)
+        if mode not in ('official', 'efficient'):
+            raise ValueError(f'judge_mode must be official or efficient, not {mode!r}')
+        if name == 'exact_matching':
+            raise ValueError('R-Bench needs an LLM judge (pass --judge MODEL)')
+        judge = self.judge(model=name, **judge_kwargs)
+        plans = []
+        for item in items:
+            for kind in scorable(item):
+                try:
+                    plans.append(plan_score(item, kind, mode))
+                except ValueError as err:
+                    row = min(item['rows'].values())
+                    raise ValueError(f"{eval_file}: row {row}, column 'answer': {err}") from None
+        demands = prompt_demands(plans, mode)
+        tmp = get_intermediate_file_path(eval_file, '_rbench_judge', 'pkl')
+        done = load_progress(tmp)
+        who = judge_id(name, judge)
+        key = {p: f'{who}|{mode}|{hashlib.sha256(p.encode()).hexdigest()}' for p in demands}
+
+        def settled(p):
+            got = done.get(key[p])
+            return got is not None and got['failed'] is None and len(got['verdicts']) == len(
+                demands[p][1]) and not any(n(v) for n, v in zip(demands[p][1], got['verdicts']))
+        todo = [p for p in demands if not settled(p)]
+        if todo:
+            track_progress_rich(ask, [(judge, p, *demands[p][:2]) for p in todo], nproc=nproc,
+                                save=tmp, keys=[key[p] for p in todo])
+            done = load(tmp)
+        answers = {p: done[key[p]] for p in demands}
+        by_key = {p.key: p for p in plans}
+        got = assign(demands, answers)
+        rows = []
+        for item in items:
+            row = {c: item[c] for c in ('pair_id', 'name', 'type', 'distortion', 'strength')}
+            for kind in KINDS:
+                k = f"{item['pair_id']}|{kind}"
+                verdicts = got.get(k)
+                if isinstance(verdicts, list):
+                    score = combine(by_key[k], verdicts, mode)
+                    text = ';'.join(','.join(map(str, v)) for v in verdicts)
+                else:  # a failed judge call (its reason), or an output the kit failed to get
+                    score, text = None, verdicts or ''
+                row[f'score_{kind}'], row[f'verdicts_{kind}'] = score, text
+            rows.append(row)
+        failed = sorted(k for k, v in got.items() if isinstance(v, str))
+        asked = sum(answers[p]['calls'] for p in todo)
+        calls = sum(a['calls'] for a in answers.values())
+        block = dict(model=name, name=name, mode=mode, label=f'judge {name} ({mode} mode)',
+                     endpoint_host=urlsplit(str(getattr(judge, 'api_base', ''))).hostname,
+                     calls=calls, calls_made=asked, calls_cached=calls - asked,
+                     calls_per_item=round(calls / len(items), 4),
+                     call_failures=sum(answers[p]['failed'] is not None for p in todo),
+                     failed_keys=failed[:50], failures=dict(judge_failed_scores=len(failed)),
+                     items=len(items))
+        return rows, block

@@ -1,0 +1,105 @@
+"""ReMI: reasoning with multiple images (Kazemi et al. 2024, arXiv 2406.09175).
+
+2,600 questions in 13 tasks, each on up to six images named by <image1> ... <image6> tags in the
+question. The dataset name chooses how the images reach the model, and the results record it:
+    ReMI             the K-th image exactly at <imageK> (the paper's setting)
+    ReMI_labelled    the text first, then "Image K:" before each image
+    ReMI_composite   one tiled image with "Image K" captions, for models that read one image
+Rule-based: `official` (the authors' evaluation snippet, the headline) and `lenient` (a robust
+reading of the same answers), naive baselines on the same items and the error reduction (ERP).
+"""
+import os.path as osp
+
+import pandas as pd
+
+from vlmeval.dataset.image_base import ImageBaseDataset
+from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file_path, get_logger,
+                         md5)
+
+from .utils.remi import (TABLE_HEADER, composite_message, interleaved_message, is_infer_fail,
+                         labelled_message, make_composite, read_text_table, result_table,
+                         score_item, summarise, task_rows)
+
+logger = get_logger(__name__)
+MODES = {'_labelled': 'labelled', '_composite': 'composite'}
+
+
+def split_and_mode(dataset):
+    """'ReMI_composite' -> ('ReMI', 'composite'): the three modes share one TSV."""
+    for suffix, mode in MODES.items():
+        if dataset.endswith(suffix):
+            return dataset[:-len(suffix)], mode
+    return dataset, 'interleaved'
+
+
+class ReMI(ImageBaseDataset):
+    TYPE = 'VQA'
+    DATASET_URL = {'ReMI': '', 'ReMI_labelled': '', 'ReMI_composite': ''}
+    DATASET_MD5 = {}
+
+    @property
+    def input_mode(self):
+        return split_and_mode(self.dataset_name)[1]
+
+    def load_data(self, dataset):
+        split = split_and_mode(dataset)[0]
+        path = osp.join(LMUDataRoot(), f'{split}.tsv')
+        expected = self.DATASET_MD5.get(split)
+        if not osp.exists(path) or (expected and md5(path) != expected):
+            if not self.DATASET_URL.get(split):
+                raise FileNotFoundError(f'{path} not found (and no DATASET_URL for {split})')
+            download_file(self.DATASET_URL[split], path)
+            if expected and md5(path) != expected:
+                raise ValueError(f"{path}: the downloaded file's md5 is not {expected}")
+        self.data_path = path
+        # Read as text: the labels are compared as written ("0.50", "007").
+        return pd.read_csv(path, sep='\t', dtype=str, keep_default_na=False)
+
+    def post_build(self, dataset):
+        self.img_root = osp.join(LMUDataRoot(), 'images', split_and_mode(dataset)[0])
+
+    def build_prompt(self, line):
+        if isinstance(line, int):
+            line = self.data.iloc[line]
+        paths = self.dump_image(line)
+        question, task = line['question'], line['task']
+        if self.input_mode == 'labelled':
+            return labelled_message(question, task, paths)
+        if self.input_mode == 'composite':
+            composite = osp.join(self.img_root, f'{line["index"]}_composite.png')
+            if not osp.exists(composite):
+                make_composite(paths, composite)
+            return composite_message(question, task, paths, composite)
+        return interleaved_message(question, task, paths)
+
+    @classmethod
+    def report_primary_metric(cls, metrics):
+        """The headline for the kit's run summary: the first value evaluate returns."""
+        for key, value in (metrics or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+                return {str(key): value}
+        return {}
+
+    @classmethod
+    def report_infer_err(cls, prediction_file):
+        if prediction_file is None or not osp.exists(prediction_file):
+            return dict(failed=0, total=0)
+        data = read_text_table(prediction_file)
+        return dict(failed=sum(map(is_infer_fail, data['prediction'])), total=len(data))
+
+    def evaluate(self, eval_file, **judge_kwargs):
+        """Rule-based, no judge: writes _score.json, _items.tsv and _tasks.csv."""
+        data = read_text_table(eval_file)
+        rows = [{'index': r['index'], 'task': r['task'], 'answer': r['answer'],
+                 **score_item(r['task'], r['prediction'], r['answer'])}
+                for r in data.to_dict('records')]
+        summary = summarise(rows, self.input_mode)
+        dump(summary, get_intermediate_file_path(eval_file, '_score', 'json'))
+        dump(pd.DataFrame(rows), get_intermediate_file_path(eval_file, '_items', 'tsv'))
+        dump(pd.DataFrame(task_rows(summary), columns=TABLE_HEADER),
+             get_intermediate_file_path(eval_file, '_tasks', 'csv'))
+        c = summary['counts']
+        logger.info(f"ReMI: items {c['items']}, scored {c['scored']}, empty {c['empty']} (scored "
+                    f"wrong), inference failures {c['inference_failures']} (excluded), official "
+                    f"and lenient differ on {summary['official_vs_lenient']['differ']}")
+        return result_table(summary)

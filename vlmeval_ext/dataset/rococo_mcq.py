@@ -1,0 +1,101 @@
+"""RoCOCO-MCQ: robustness of image-caption matching to adversarial captions, for generative LMMs.
+
+RoCOCO (Park et al. 2023, arXiv 2304.10727) injects near-miss captions (one word replaced) into
+the COCO 5k test gallery. RoCOCO-MCQ-<attack> recasts its matching as multiple choice: the image,
+its ground-truth caption, the caption's adversarial twin and two other images' captions, shuffled
+with a fixed seed. Accuracy, and the rate at which the twin is chosen; rule-based, no judge.
+Attacks: same_concept, diff_concept, rand_voca, danger.
+"""
+import os.path as osp
+
+import pandas as pd
+
+from vlmeval.dataset.image_base import ImageBaseDataset
+from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file_path, get_logger,
+                         md5)
+
+from .utils.rococo_mcq import (ATTACKS, LETTERS, QUESTION, is_infer_fail, parse_choice,
+                               prompt_text, read_text_table, result_table, score)
+
+logger = get_logger(__name__)
+
+
+class RoCOCOMCQ(ImageBaseDataset):
+    TYPE = 'MCQ'
+    DATASET_URL = {f'RoCOCO-MCQ-{attack}': '' for attack in ATTACKS}
+    DATASET_MD5 = {}
+    force_use_dataset_prompt = True  # the options are the benchmark: no model-specific prompt
+
+    def load_data(self, dataset):
+        path = osp.join(LMUDataRoot(), f'{dataset}.tsv')
+        expected = self.DATASET_MD5.get(dataset)
+        if not osp.exists(path) or (expected and md5(path) != expected):
+            if not self.DATASET_URL.get(dataset):
+                raise FileNotFoundError(f'{path} not found (and no DATASET_URL for {dataset})')
+            download_file(self.DATASET_URL[dataset], path)
+            if expected and md5(path) != expected:
+                raise ValueError(f"{path}: the downloaded file's md5 is not {expected}")
+        self.data_path = path
+        return pd.read_csv(path, sep='\t', dtype=str, keep_default_na=False)
+
+    def build_prompt(self, line):
+        if isinstance(line, int):
+            line = self.data.iloc[line]
+        message = [dict(type='image', value=p) for p in self.dump_image(line)]
+        item = {c: line[c] for c in LETTERS if c in line and isinstance(line[c], str) and line[c]}
+        item['question'] = line.get('question', QUESTION)
+        return message + [dict(type='text', value=prompt_text(item))]
+
+    @classmethod
+    def report_primary_metric(cls, metrics):
+        """The headline for the kit's run summary: the first value evaluate returns."""
+        for key, value in (metrics or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+                return {str(key): value}
+        return {}
+
+    @classmethod
+    def report_infer_err(cls, prediction_file):
+        if prediction_file is None or not osp.exists(prediction_file):
+            return dict(failed=0, total=0)
+        data = read_text_table(prediction_file)
+        return dict(failed=sum(map(is_infer_fail, data['prediction'])), total=len(data))
+
+    def evaluate(self, eval_file, **judge_kwargs):
+        """Rule-based: writes _score.json, _acc.csv and _items.tsv."""
+        data = read_text_table(eval_file)
+        letters = [c for c in LETTERS if c in data.columns]
+        rows = []
+        for row, item in enumerate(data.to_dict('records'), 2):
+            options = {c: item[c] for c in letters if item[c]}
+            for column in ('answer', 'twin'):
+                if item[column] not in options:
+                    raise ValueError(f'{eval_file}: row {row}, column {column!r}: '
+                                     f'{item[column]!r} is not one of the options '
+                                     f'{sorted(options)}')
+            choice, how = ((None, 'inference_failed') if is_infer_fail(item['prediction'])
+                           else parse_choice(item['prediction'], options))
+            rows.append({'index': item['index'], 'answer': item['answer'], 'twin': item['twin'],
+                         'choice': choice, 'how': how, 'n_options': len(options),
+                         'prediction': item['prediction']})
+        result = score(rows)
+        attack = data['attack'].iloc[0] if 'attack' in data else self.dataset_name.split('-')[-1]
+        counts = {'items': len(rows), 'scored': result['n'], 'empty': result['empty'],
+                  'inference_failures': result['inference_failed'],
+                  'unparsed': result['parsed_by'].get('unparsed', 0)
+                  + result['parsed_by'].get('hedge', 0),
+                  'hedges': result['parsed_by'].get('hedge', 0)}
+        dump({'dataset': self.dataset_name, 'attack': attack, **result, 'counts': counts,
+              'judge': None, 'note': "percent of scored items; empty, hedged and unparsed replies "
+                                     "count as wrong, the kit's inference failures are excluded; "
+                                     'all are counted'},
+             get_intermediate_file_path(eval_file, '_score', 'json'))
+        acc = {'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),
+               'twin_rate': round(result['twin_rate'], 2), 'chance': round(result['chance'], 2),
+               'unparsed': result['unparsed'], 'empty': result['empty'],
+               'inference_failed': result['inference_failed']}
+        dump(pd.DataFrame([acc]), get_intermediate_file_path(eval_file, '_acc', 'csv'))
+        dump(pd.DataFrame(rows), get_intermediate_file_path(eval_file, '_items', 'tsv'))
+        logger.info(f"RoCOCO-MCQ: {result['n']} scored, accuracy {result['accuracy']:.2f} %, "
+                    f"twin chosen {result['twin_rate']:.2f} %")
+        return result_table(self.dataset_name, result)

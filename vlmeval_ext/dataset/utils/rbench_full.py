@@ -1,0 +1,381 @@
+"""R-Bench (Li et al. 2024, arXiv 2410.05474): prompts, judge protocol and robustness tables.
+
+Every item is asked on its reference and on its distorted image. Three scores per item, in [0, 1]:
+    dis  the ground truth vs the output on the distorted image      absolute = mean(dis)
+    ref  the ground truth vs the output on the reference image      relative = mean(com x ref)
+    com  the reference output taken as correct vs the distorted output
+The official protocol (Q-Future/R-Bench, R-Bench-Script.ipynb at 84d93bb) asks the judge MCQ 5
+times and takes the majority; VQA 5 times for 0/1/2 and sums over 10; CAP once per reference
+caption and sums over 2n; com 5 times. `plan_score` says which prompts a score needs, `ask` asks
+one prompt as often as its scores need, `combine` reduces the verdicts: repeat and reduce.
+Efficient mode judges one reference caption per CAP score (taken in a fixed pseudo-random order)
+and stops asking a prompt once its score is settled: a 0/1/2 score at its first verdict, an MCQ
+majority once it is decided. Both keep the official expected score for any judge, also one that
+disagrees with itself. Standard library and pandas only.
+"""
+import ast
+import hashlib
+import json
+import re
+from collections import namedtuple
+
+import pandas as pd
+
+TASKS = ('MCQ', 'VQA', 'CAP')
+KINDS = ('dis', 'ref', 'com')
+STRENGTHS = {1: 'low', 2: 'mid', 3: 'high'}
+# The 33 distortions: (name, step from capture to reception, low-level group).
+DISTORTIONS = {
+    1: ('motion blur', 'Environment', 'Blur'),
+    2: ('bright illumination', 'Environment', 'Wild'),
+    3: ('dark illumination', 'Environment', 'Wild'),
+    4: ('blocking obstacle', 'Environment', 'Wild'),
+    5: ('lens blur', 'Camera', 'Blur'),
+    6: ('resolution limit', 'Camera', 'Spatial'),
+    7: ('lens obstacle', 'Camera', 'Wild'),
+    8: ('lens shaking', 'Camera', 'Wild'),
+    9: ('white noise', 'Analog', 'Noise'),
+    10: ('color noise', 'Analog', 'Noise'),
+    11: ('impulse noise', 'Analog', 'Noise'),
+    12: ('multiplicative noise', 'Analog', 'Noise'),
+    13: ('clock jittering', 'Analog', 'Spatial'),
+    14: ('color quantization', 'Source', 'Chrominance'),
+    15: ('JPEG2000', 'Source', 'Compression'),
+    16: ('JPEG', 'Source', 'Compression'),
+    17: ('WEBP', 'Source', 'Compression'),
+    18: ('grayscale quantization', 'Source', 'Spatial'),
+    19: ('block exchange', 'Channel', 'Spatial'),
+    20: ('block repeat', 'Channel', 'Spatial'),
+    21: ('block lost', 'Channel', 'Spatial'),
+    22: ('block interpolation', 'Channel', 'Spatial'),
+    23: ('HSV saturation', 'Receive', 'Chrominance'),
+    24: ('LAB saturation', 'Receive', 'Chrominance'),
+    25: ('maximum brighten', 'Receive', 'Luminance'),
+    26: ('minimum darken', 'Receive', 'Luminance'),
+    27: ('mean shift', 'Receive', 'Luminance'),
+    28: ('Gaussian filter', 'Enhance', 'Blur'),
+    29: ('color diffusion', 'Enhance', 'Chrominance'),
+    30: ('color shift', 'Enhance', 'Chrominance'),
+    31: ('CNN denoise', 'Enhance', 'Noise'),
+    32: ('sharpness change', 'Enhance', 'Chrominance'),
+    33: ('contrast change', 'Enhance', 'Chrominance'),
+}
+STEPS = ('Environment', 'Camera', 'Analog', 'Source', 'Channel', 'Receive', 'Enhance')
+GROUPS = ('Blur', 'Luminance', 'Chrominance', 'Spatial', 'Noise', 'Compression', 'Wild')
+
+# The notebook's inference() prompts, verbatim.
+MODEL_PROMPTS = {
+    'MCQ': "{question}\n{choice}\nAnswer with the option's letter from the given choices "
+           'directly.',
+    'VQA': '{question}. Please answer no more than 10 words',
+    'CAP': 'Please describe this image in general. Directly provide the description, do not '
+           "include prefix like 'This image depicts'"}
+# The notebook's judge prompts, verbatim as its f-strings send them (12-space indents and trailing
+# spaces included). {correct_ans} / {correct}: the ground truth, or the reference output for com.
+JUDGE_PROMPTS = {
+    'MCQ': (
+        'You will now be provided with a question [{question}] and a set of options '
+        '[{answers}] with option [{correct_ans}] being the correct answer.\n'
+        '            Additionally, there will be an answer [{answer}] provided by a '
+        "respondent. Please determine whether the respondent's answer is correct "
+        'considering the context of the question.\n'
+        '            Even if the word choice is not completely the same, you can '
+        'decide based on the given options and see whether the one in the answer is '
+        'close enough to the given correct answer\n'
+        '            The result is 1 if the answer is correct and else the result is '
+        '0. Please only provide the result in the following format: Score:'),
+    'VQA': (
+        'Given the question [{question}], evaluate whether the response [{answer}] '
+        'completely matches the correct answer [{correct_ans}]. \n'
+        '            First, check the response and please rate score 0 if the response '
+        'is not a valid answer.\n'
+        '            Please rate score 2 if the response completely or almost '
+        'completely matches the correct answer on completeness, accuracy, and relevance. \n'
+        '            Please rate score 1 if the response partly matches the correct '
+        'answer on completeness, accuracy, and relevance.\n'
+        "            Please rate score 0 if the response doesn't match the correct "
+        'answer on completeness, accuracy, and relevance at all.\n'
+        '            Please only provide the result in the following format: Score:'),
+    'CAP': (
+        'Evaluate whether the sentence [{answer}] completely matches the correct '
+        'answer [{correct}]. \n'
+        '            First, check the response and please rate score 0 if the response '
+        'is not a valid answer.\n'
+        '            Please rate score 2 if the response completely or almost '
+        'completely matches the correct answer on completeness, accuracy, and relevance. \n'
+        '            Please rate score 1 if the response partly matches the correct '
+        'answer on completeness, accuracy, and relevance.\n'
+        "            Please rate score 0 if the response doesn't match the correct "
+        'answer on completeness, accuracy, and relevance at all.\n'
+        '            Please only provide the result in the following format: Score:')}
+DEFAULT_JUDGE = 'chatgpt-0125'  # the paper's judge, GPT-3.5-turbo
+REPEATS, REASK = 5, 2
+SCALE = {'MCQ': (0, 1), 'VQA': (0, 1, 2), 'CAP': (0, 1, 2)}
+FAIL_MSG = 'Failed to obtain answer via API.'
+_KIT_FAILURE = re.compile(r"Failed to obtain answer via API\.(?:: Failed with all possible "
+                          r"conversation turns\.)?|Failed to obtain answer: <class '[\w.]+'>.*",
+                          re.DOTALL)
+# "Score: 2", "**Score:** 1", "score=0", "Score: [2]", "Score：1", "Score: 2.0"; possessive
+# quantifiers keep it linear on hostile replies.
+_STATED = re.compile(r'(?i)\bscore\s*+\**+\s*+[:=\uff1a]?+\s*+\**+\s*+\[?+\s*+(\d+(?:[./]\d+)?)')
+_LONE = re.compile(r'^\W*(\d)\W*$')
+_ZERO_WIDTH = dict.fromkeys(map(ord, '\u200b\u200c\u200d\u2060\ufeff'), None)
+
+
+def is_infer_fail(prediction):
+    """Only the kit's exact failure text is an inference failure; an empty reply is an answer."""
+    return isinstance(prediction, str) and _KIT_FAILURE.fullmatch(prediction) is not None
+
+
+def read_text_table(path):
+    """Every cell as the text it holds: the kit's `load` would read an answer "1.50" as 1.5."""
+    kw = dict(dtype=str, keep_default_na=False)
+    if str(path).endswith('.xlsx'):
+        return pd.read_excel(path, **kw)
+    return pd.read_csv(path, sep='\t' if str(path).endswith('.tsv') else ',', **kw)
+
+
+def fill(template, **values):
+    """Every {name} filled in one pass: an output reading '{correct_ans}' stays that text."""
+    return re.sub(r'\{(\w+)\}', lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def judge_id(name, judge):
+    """What decides a judge's reply besides the prompt: its name, endpoint and settings (a
+    progress file of another judge is never reused)."""
+    fields = [name] + [str(getattr(judge, a, '')) for a in
+                       ('api_base', 'system_prompt', 'temperature', 'max_tokens')]
+    return hashlib.sha1('|'.join(fields).encode()).hexdigest()[:16]
+
+
+def model_prompt(task, question='', choice=''):
+    if task not in MODEL_PROMPTS:
+        raise ValueError(f'R-Bench task {task!r} is not one of {TASKS}')
+    return fill(MODEL_PROMPTS[task], question=question, choice=choice)
+
+
+def parse_verdict(reply, allowed):
+    """The verdict the reply states, in `allowed`; None when it states none or two different ones
+    (the judge quoting an answer that holds "Score: 2"): such a call is asked again, never 0."""
+    text = str(reply).translate(_ZERO_WIDTH)
+    stated = [float(s) if '/' not in s else None for s in _STATED.findall(text)]
+    if not stated:
+        lone = _LONE.match(text)
+        return int(lone.group(1)) if lone and int(lone.group(1)) in allowed else None
+    if None in stated or len(set(stated)) != 1 or not stated[0].is_integer():
+        return None
+    return int(stated[0]) if int(stated[0]) in allowed else None
+
+
+def parse_choices(choice):
+    """'A.running; B.Play football' -> {'A': 'running', 'B': 'Play football'}; {} for 'N'."""
+    text = str(choice or '').strip()
+    if not text or text == 'N':
+        return {}
+    options = {}
+    for part in re.split(r';\s*(?=[A-Z]\s*[.:])', text):  # once 'A.x;B:y' (item 140)
+        m = re.match(r'\s*([A-Z])\s*[.:]\s*(.*)$', part, re.S)
+        if not m:
+            raise ValueError(f'choice {choice!r}: cannot read option {part!r} ("A.text; B.text")')
+        options[m.group(1)] = m.group(2).strip()
+    return options
+
+
+def parse_captions(text):
+    """A CAP answer cell ("['a cat ...', 'a dog ...']") as its list of captions (never eval)."""
+    for parser in (ast.literal_eval, json.loads):
+        try:
+            value = parser(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, (list, tuple)) and value and all(
+                isinstance(c, str) and c.strip() for c in value):
+            return list(value)
+    raise ValueError(f'not a non-empty list of reference captions: {str(text)[:120]!r}')
+
+
+def _norm(text):
+    # Lower case and collapsed spaces only: punctuation can change a number ('3.5' vs '35').
+    return ' '.join(str(text).lower().split())
+
+
+def certain_letter(output, options):
+    """The option an output names beyond doubt ('C', '(C)', 'C.', 'C. <its text>', or exactly one
+    option's text); None when anything else is said."""
+    text = str(output).strip()
+    m = re.fullmatch(r'[(\[]?\s*([A-Z])\s*[)\].:]?', text)
+    if m:
+        return m.group(1) if m.group(1) in options else None
+    m = re.fullmatch(r'[(\[]?\s*([A-Z])\s*[)\].:]\s*(.+)', text, re.S)
+    if m and m.group(1) in options and _norm(m.group(2)) == _norm(options[m.group(1)]):
+        return m.group(1)
+    hits = [k for k, v in options.items() if _norm(v) and _norm(v) == _norm(text)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def caption_order(captions):
+    """Reference captions in a fixed pseudo-random order (SHA-256 of the text): the one efficient
+    mode judges is an unbiased sample, whatever the judge (the release order is not)."""
+    return sorted(captions, key=lambda c: hashlib.sha256(c.encode('utf-8')).hexdigest())
+
+
+# --------------------------------------------------------------------------------- protocol
+Score = namedtuple('Score', 'key prompts repeats rule scale')
+
+
+def plan_score(item, kind, mode='official'):
+    """One judged score of one item: the prompts it asks, how often the official protocol asks
+    each, and how the verdicts combine."""
+    task = item['type']
+    judged = item['pred_dis'] if kind in ('dis', 'com') else item['pred_ref']
+    truth = item['pred_ref'] if kind == 'com' else item['answer']
+    template = JUDGE_PROMPTS[task]
+    if task == 'MCQ':
+        prompts = [fill(template, question=item['question'], answers=item['choice'],
+                        correct_ans=truth, answer=judged)]
+    elif task == 'VQA':
+        prompts = [fill(template, question=item['question'], answer=judged, correct_ans=truth)]
+    else:
+        refs = [truth] if kind == 'com' else parse_captions(truth)
+        if mode == 'efficient' and kind != 'com':
+            refs = caption_order(refs)[:1]
+        prompts = [fill(template, answer=judged, correct=ref) for ref in refs]
+    repeats = 1 if task == 'CAP' and kind != 'com' else REPEATS
+    rule = 'majority' if task == 'MCQ' else 'sum_over_2n'
+    return Score(f"{item['pair_id']}|{kind}", prompts, repeats, rule, SCALE[task])
+
+
+def still_needed(score, verdicts, mode):
+    """How many more verdicts of one prompt the score needs (0: settled). Efficient mode asks the
+    repeats one at a time: a 0/1/2 score stops at the first verdict (its expected value is the
+    mean's), an MCQ majority once it is decided (3 equal verdicts: what the 5 would give)."""
+    if mode == 'official' or score.repeats == 1:
+        return max(0, score.repeats - len(verdicts))
+    if score.rule == 'majority':
+        decided = max(verdicts.count(v) for v in score.scale) * 2 > score.repeats
+        return 0 if decided else 1
+    return 0 if verdicts else 1
+
+
+def combine(score, verdicts, mode):
+    """The score from its verdicts, one list per prompt."""
+    if score.rule == 'majority':
+        flat = [v for vs in verdicts for v in vs]
+        return 1.0 if sum(flat) * 2 > len(flat) else 0.0
+    if mode == 'efficient' and score.repeats > 1:
+        verdicts = [vs[:1] * score.repeats for vs in verdicts]
+    flat = [v for vs in verdicts for v in vs]
+    return sum(flat) / (2.0 * len(flat))
+
+
+def ask(judge, prompt, scale, needs):
+    """Ask one prompt for each of the scores that send it, in turn: for the k-th score until
+    `needs[k](its verdicts)` is 0, so the same prompt text gets the same calls in the same order
+    in every run (the n-th call of a text always serves the same score). An unreadable reply is
+    asked again (twice). Returns {'verdicts': one list per score, 'calls', 'failed'}: a failed
+    call fails the prompt, it is never a 0."""
+    out, calls = [], 0
+    for need in needs:
+        verdicts = []
+        while need(verdicts):
+            for _ in range(1 + REASK):
+                reply, calls = judge.generate(prompt), calls + 1
+                if not isinstance(reply, str) or FAIL_MSG in reply or not reply.strip():
+                    return dict(verdicts=out, calls=calls, failed='the judge call failed')
+                verdict = parse_verdict(reply, scale)
+                if verdict is not None:
+                    verdicts.append(verdict)
+                    break
+            else:
+                return dict(verdicts=out, calls=calls,
+                            failed=f'no verdict in {scale} in {1 + REASK} replies: {reply[:60]!r}')
+        out.append(verdicts)
+    return dict(verdicts=out, calls=calls, failed=None)
+
+
+def prompt_demands(scores, mode):
+    """{prompt: (scale, needs, users)}: each distinct prompt text once, with the scores that send
+    it (users: (score, position of the prompt in it)) and how many verdicts each needs. Every
+    score gets verdicts of its own, also when two scores send the very same prompt (ref and com of
+    an item the model got right in the same words on both images): shared verdicts would tie the
+    two scores together and bias their product (relative robustness)."""
+    users = {}
+    for score in sorted(scores, key=lambda s: s.key):
+        for i, prompt in enumerate(score.prompts):
+            users.setdefault(prompt, []).append((score, i))
+    return {p: (u[0][0].scale, [lambda v, s=s: still_needed(s, v, mode) for s, _ in u], u)
+            for p, u in users.items()}
+
+
+def assign(demands, answers):
+    """{score key: list of verdicts per prompt}, or the failure text of a failed prompt."""
+    out = {}
+    for prompt, (_, _, users) in demands.items():
+        got = answers[prompt]
+        for k, (score, i) in enumerate(users):
+            mine = out.setdefault(score.key, [None] * len(score.prompts))
+            if isinstance(mine, str):
+                continue
+            if got['failed']:
+                out[score.key] = got['failed']
+            else:
+                mine[i] = got['verdicts'][k]
+    return out
+
+
+# ---------------------------------------------------------------------------------- tables
+def dimensions_of(row, task_field='type'):
+    """Every dimension an item counts in: Overall, strength, step, group, task, task-strength."""
+    name, step, group = DISTORTIONS[int(row['distortion'])]
+    level = STRENGTHS[int(row['strength'])]
+    dims = ['Overall', level, step, group]
+    if task_field:
+        dims += [row[task_field], f'{row[task_field]}-{level}']
+    return dims
+
+
+def dimension_order(tasks=TASKS):
+    strengths = list(STRENGTHS.values())
+    return ['Overall', *tasks, *strengths, *STEPS, *GROUPS,
+            *(f'{t}-{s}' for t in tasks for s in strengths)]
+
+
+def robustness_table(rows, metrics, tasks=TASKS, task_field='type'):
+    """{metric: {dimension: mean}}; an item whose value is None (failed) is left out of a mean,
+    a dimension without values is None."""
+    out = {}
+    for metric, value in metrics.items():
+        sums = {}
+        for row in rows:
+            v = value(row)
+            if v is None:
+                continue
+            for dim in dimensions_of(row, task_field):
+                total, n = sums.get(dim, (0.0, 0))
+                sums[dim] = (total + v, n + 1)
+        order = dimension_order(tasks if task_field else ())
+        out[metric] = {d: sums[d][0] / sums[d][1] if d in sums else None for d in order}
+    return out
+
+
+def absolute(row):
+    return row['score_dis']
+
+
+def relative(row):
+    com, ref = row['score_com'], row['score_ref']
+    return None if com is None or ref is None else com * ref
+
+
+def rbench_table(rows):
+    tasks = [t for t in TASKS if any(r['type'] == t for r in rows)] or TASKS
+    return robustness_table(rows, {'absolute': absolute, 'relative': relative}, tasks)
+
+
+def result_table(table):
+    """What evaluate returns and the kit prints: the paper's Table 3 layout on its 0-1 scale."""
+    cols = ['Overall'] + [f'{t}-{s}' for t in TASKS for s in STRENGTHS.values()]
+    rows = [{'R-Bench': m, **{f'{c.replace("-", " ")} (0-1)': table[m].get(c) for c in cols}}
+            for m in ('absolute', 'relative')]
+    table = pd.DataFrame(rows).round(4)
+    return table.astype(object).where(table.notna(), 'n/a')

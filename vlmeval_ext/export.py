@@ -1,0 +1,289 @@
+"""`vlmeval-ext export-upstream --kit DIR --patch-dir OUT [--url-base URL]`: one patch per benchmark for VLMEvalKit.
+
+The kit-dialect files of a benchmark (vlmeval_ext/dataset/<bench>.py, its vlmeval_ext/dataset/utils/<bench>.py and,
+for RoCOCO retrieval, vlmeval_ext/vlm/rococo_embedding.py) are the files a pull request adds: they import only the
+kit, the standard library, numpy/pandas/PIL and their own utils module. The export copies them as they are into a
+scratch clone of the checkout (`vlmeval/dataset/...`, `vlmeval/vlm/...`), adds the lines that register them (an
+import and `IMAGE_DATASET += [...]` in `vlmeval/dataset/__init__.py`; for retrieval its models in
+`vlmeval/vlm/__init__.py` and `vlmeval/config.py`), and writes `git diff` as `OUT/<benchmark>.patch`, with the pull
+request's text beside it as `OUT/<benchmark>.md`. Each patch applies alone to the checkout (`git apply`); the
+separate patches touch the same registry lines, so `OUT/all.patch` holds every benchmark at once.
+
+Only two values are filled in: `DATASET_MD5` from the TSV `vlmeval-ext prepare` built under $LMUData (its `.md5`
+sidecar; a subset build is not used), and `DATASET_URL` from --url-base (where the contributor will host the TSVs).
+Without them they stay the kit's empty values, and the PR text says what is missing. Nothing else is rewritten; the
+user's checkout itself is never written.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import subprocess
+import sys
+import tempfile
+from importlib import import_module
+from pathlib import Path
+
+from vlmeval_ext.errors import ExtError
+from vlmeval_ext.registry import BENCHMARKS, Benchmark
+
+PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+class ExportError(ExtError):
+    """The export cannot be made as asked (one line: why and the way out)."""
+
+
+def kit_files(record: Benchmark) -> dict[str, Path]:
+    """{path in the kit checkout: our file} of a benchmark's patch."""
+    modules = [record.kit_class.partition(':')[0]]
+    modules.append(modules[0].replace('vlmeval_ext.dataset.', 'vlmeval_ext.dataset.utils.'))
+    modules += list(record.export_extra)
+    out = {}
+    for module in modules:
+        relative = module.replace('vlmeval_ext.', '', 1).replace('.', '/') + '.py'
+        kit_path = 'vlmeval/' + relative
+        out[kit_path] = PACKAGE_ROOT / relative
+    return out
+
+
+def _class_name(record: Benchmark) -> str:
+    return record.kit_class.partition(':')[2]
+
+
+def _module_name(record: Benchmark) -> str:
+    return record.kit_class.partition(':')[0].rsplit('.', 1)[1]
+
+
+# ---------------------------------------------------------------------------------------------- the two values
+def dataset_values(record: Benchmark, url_base: str | None) -> tuple[dict, dict, list[str]]:
+    """(DATASET_URL, DATASET_MD5, notes) of the exported class: the TSVs `prepare` built (their md5) and where
+    they will be hosted."""
+    from vlmeval_ext.io import tsv_path
+    from vlmeval_ext.prepare.common import subset_note
+    urls, md5s, notes = {}, {}, []
+    for name in record.names:
+        split = record.split_of(name)
+        urls[name] = f'{url_base.rstrip("/")}/{split}.tsv' if url_base else ''
+        path = tsv_path(split)
+        sidecar = Path(f'{path}.md5')
+        if split in md5s:
+            continue
+        if sidecar.is_file() and not subset_note(path):
+            md5s[split] = sidecar.read_text().strip()
+        elif name == split:
+            notes.append(f'DATASET_MD5 of {split}: not filled (no full build of {split}.tsv under $LMUData; '
+                         f'`vlmeval-ext prepare {split}` builds it)')
+    if not url_base:
+        notes.append('DATASET_URL: left empty (pass --url-base where the TSVs will be hosted)')
+    return urls, md5s, notes
+
+
+def _dict_literal(name: str, values: dict, indent: str = '    ') -> str:
+    if not values:
+        return f'{indent}{name} = {{}}\n'
+    items = [f'{indent}    {k!r}: {v!r},\n' for k, v in values.items()]
+    return f'{indent}{name} = {{\n' + ''.join(items) + f'{indent}}}\n'
+
+
+def fill_values(text: str, class_name: str, urls: dict, md5s: dict) -> str:
+    """The file with the class's DATASET_URL / DATASET_MD5 assignments replaced by these values (only when a value
+    is known: otherwise the file is returned byte for byte)."""
+    if not any(urls.values()) and not md5s:
+        return text
+    tree = ast.parse(text)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    lines = text.splitlines(keepends=True)
+    spans = {}
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in ('DATASET_URL', 'DATASET_MD5'):
+            spans[node.targets[0].id] = (node.lineno - 1, node.end_lineno)
+    for name, (start, end) in sorted(spans.items(), key=lambda kv: -kv[1][0]):
+        values = urls if name == 'DATASET_URL' else md5s
+        if name == 'DATASET_URL' and not any(urls.values()):
+            continue
+        lines[start:end] = [_dict_literal(name, values)]
+    return ''.join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- registration
+def add_import(text: str, line: str) -> str:
+    """`line` ('from .grab import GRAB') among the file's top-level `from .x import` lines, in sorted place."""
+    lines = text.splitlines(keepends=True)
+    module = line.split()[1]
+    positions = [i for i, l in enumerate(lines) if l.startswith('from .') and not l.startswith('from .. ')]
+    for i in positions:
+        if lines[i].split()[1] > module:
+            lines.insert(i, line + '\n')
+            return ''.join(lines)
+    at = (positions[-1] + 1) if positions else 0
+    while at < len(lines) and lines[at - 1].rstrip().endswith(('(', ',')):       # a wrapped import continues
+        at += 1
+    lines.insert(at, line + '\n')
+    return ''.join(lines)
+
+
+def add_after_list(text: str, list_name: str, line: str) -> str:
+    """`line` just after the closing bracket of the top-level `<list_name> = [...]`."""
+    tree = ast.parse(text)
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+                and n.targets[0].id == list_name)
+    lines = text.splitlines(keepends=True)
+    lines.insert(node.end_lineno, f'{line}\n')
+    return ''.join(lines)
+
+
+def add_models(text: str, models: dict) -> str:
+    """The benchmark's models as one group of `vlmeval/config.py`, before supported_VLM is filled."""
+    entries = []
+    for name, (path, kwargs) in models.items():
+        cls = path.partition(':')[2]
+        args = ', '.join(f'{k}={v!r}' for k, v in kwargs.items())
+        entries.append(f'    {name!r}: partial(\n        vlm.{cls}, {args}),\n')
+    block = 'rococo_embedding_series = {\n' + ''.join(entries) + '}\n\nmodel_groups.append(rococo_embedding_series)\n\n'
+    anchor = text.rindex('for grp in model_groups:')
+    return text[:anchor] + block + text[anchor:]
+
+
+# ---------------------------------------------------------------------------------------------- the PR text
+def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str:
+    from vlmeval_ext.spec import load_spec
+    module = import_module(record.kit_class.partition(':')[0])
+    utils = import_module(record.kit_class.partition(':')[0].replace('.dataset.', '.dataset.utils.'))
+    spec = load_spec(record.spec) if record.spec else {}
+    source = spec.get('paper') or spec.get('official_repo') or ''
+    if isinstance(source, dict):
+        source = source.get('url') or source.get('arxiv') or ''
+    added = '\n'.join(f'- `{path}`' for path in files)
+    notes_text = '\n'.join(f'- {n}' for n in notes) or '- none'
+    return (f'# Add {record.title} ({", ".join(f"`{n}`" for n in record.names)})\n\n'
+            f'{(module.__doc__ or "").strip()}\n\n'
+            f'## Scoring\n\n{(utils.__doc__ or "").strip()}\n\nSource: {source}\n\n'
+            f'## Files\n\n{added}\n\nplus the lines that register them; {lines} lines in all.\n\n'
+            '## How the numbers were checked\n\n'
+            'The same file runs in a plugin for VLMEvalKit, whose test suite evaluates real predictions of the '
+            "benchmark's official data with it, on ms-vlmeval 0.0.20 and on this repository's main, and compares "
+            "them with the official code's numbers and the paper's published rows. An end-to-end test applies this "
+            "patch alone to a clean checkout and runs the dataset through this checkout's own `run.py` against a "
+            'local OpenAI-compatible model (and judge), checking the score file.\n\n'
+            '## The TSV\n\n'
+            "One TSV per split under `$LMUData`, in the kit's format (base64 images inside), built from the "
+            f'official release; `DATASET_MD5` holds its md5. Still to do before merging:\n\n{notes_text}\n')
+
+
+# ---------------------------------------------------------------------------------------------- git
+def _git(repo: Path, *args: str) -> str:
+    out = subprocess.run(['git', '-C', str(repo), *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise ExportError(f'git {" ".join(args)} in {repo} failed: {(out.stderr or out.stdout).strip()[:300]}')
+    return out.stdout
+
+
+def check_kit(kit: Path) -> Path:
+    kit = kit.resolve()
+    if not (kit / 'vlmeval' / 'dataset' / '__init__.py').is_file() or not (kit / 'run.py').is_file():
+        raise ExportError(f'{kit} is not a VLMEvalKit checkout (no run.py and vlmeval/dataset/ in it)')
+    if subprocess.run(['git', '-C', str(kit), 'rev-parse', '--git-dir'], capture_output=True).returncode != 0:
+        raise ExportError(f'{kit} is not a git checkout: the patches are diffs against its HEAD')
+    return kit
+
+
+def check_destination(patch_dir: Path, kit: Path) -> Path:
+    """Refused before anything is written: a patch folder inside the checkout (the patches would land in the
+    code they patch) or a path that is a file."""
+    patch_dir = patch_dir.resolve()
+    if patch_dir == kit or kit in patch_dir.parents:
+        raise ExportError(f'--patch-dir {patch_dir} is inside the checkout {kit}: choose a folder outside it')
+    if patch_dir.exists() and not patch_dir.is_dir():
+        raise ExportError(f'--patch-dir {patch_dir} is a file, not a folder')
+    return patch_dir
+
+
+def add_benchmark(clone: Path, kit: Path, record: Benchmark, url_base: str | None) -> tuple[dict, list[str]]:
+    """A benchmark's files and registration lines, written into the scratch clone: (its files, notes)."""
+    files = kit_files(record)
+    urls, md5s, notes = dataset_values(record, url_base)
+    for kit_path, ours in files.items():
+        text = ours.read_text(encoding='utf-8')
+        if kit_path.startswith('vlmeval/dataset/') and '/utils/' not in kit_path:
+            text = fill_values(text, _class_name(record), urls, md5s)
+        target = clone / kit_path
+        if target.exists():
+            raise ExportError(f'{kit_path} already exists in {kit}: the kit has a file of that name')
+        target.write_text(text, encoding='utf-8')
+    init = clone / 'vlmeval' / 'dataset' / '__init__.py'
+    text = add_import(init.read_text(encoding='utf-8'), f'from .{_module_name(record)} import {_class_name(record)}')
+    init.write_text(add_after_list(text, 'IMAGE_DATASET', f'IMAGE_DATASET += [{_class_name(record)}]'),
+                    encoding='utf-8')
+    if record.kit_models:
+        vlm_init = clone / 'vlmeval' / 'vlm' / '__init__.py'
+        model_cls = next(iter(record.kit_models.values()))[0].partition(':')[2]
+        vlm_init.write_text(add_import(vlm_init.read_text(encoding='utf-8'),
+                                       f'from .rococo_embedding import {model_cls}'), encoding='utf-8')
+        config = clone / 'vlmeval' / 'config.py'
+        config.write_text(add_models(config.read_text(encoding='utf-8'), record.kit_models), encoding='utf-8')
+    return files, notes
+
+
+def export(kit: Path, patch_dir: Path, url_base: str | None = None, only: list[str] | None = None) -> dict:
+    """Write OUT/<benchmark>.patch and OUT/<benchmark>.md for each benchmark (each applies alone), and OUT/all.patch
+    with every benchmark at once; returns {key: {patch, md, lines}}."""
+    kit = check_kit(Path(kit))
+    patch_dir = check_destination(Path(patch_dir), kit)
+    records = [r for r in BENCHMARKS if not only or r.key in only]
+    unknown = set(only or []) - {r.key for r in BENCHMARKS}
+    if unknown:
+        raise ExportError(f'unknown benchmark(s) {sorted(unknown)}; export knows {[r.key for r in BENCHMARKS]}')
+    patch_dir.mkdir(parents=True, exist_ok=True)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix='vlmeval-ext-export-') as scratch:
+        clone = Path(scratch) / 'kit'
+        _git(Path(scratch), 'clone', '--quiet', '--shared', str(kit), str(clone))
+        notes_of = {}
+        for record in records:
+            _git(clone, 'reset', '--quiet', '--hard', 'HEAD')
+            _git(clone, 'clean', '--quiet', '-fdx')
+            files, notes_of[record.key] = add_benchmark(clone, kit, record, url_base)
+            _git(clone, 'add', '-A')
+            diff = _git(clone, 'diff', '--cached', '--binary')
+            lines = diff.count('\n')
+            name = record.key
+            (patch_dir / f'{name}.patch').write_text(diff, encoding='utf-8')
+            (patch_dir / f'{name}.md').write_text(pr_text(record, files, notes_of[name], lines), encoding='utf-8')
+            results[name] = {'patch': str(patch_dir / f'{name}.patch'), 'md': str(patch_dir / f'{name}.md'),
+                             'lines': lines, 'files': list(files), 'notes': notes_of[name]}
+        if len(records) > 1:        # every benchmark at once: the separate patches touch the same registry lines
+            _git(clone, 'reset', '--quiet', '--hard', 'HEAD')
+            _git(clone, 'clean', '--quiet', '-fdx')
+            for record in records:
+                add_benchmark(clone, kit, record, url_base)
+            _git(clone, 'add', '-A')
+            diff = _git(clone, 'diff', '--cached', '--binary')
+            (patch_dir / 'all.patch').write_text(diff, encoding='utf-8')
+            results['all'] = {'patch': str(patch_dir / 'all.patch'), 'md': None, 'lines': diff.count('\n'),
+                              'files': [], 'notes': []}
+    return results
+
+
+def export_main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog='vlmeval-ext export-upstream',
+                                description='One patch per benchmark for a VLMEvalKit git checkout, each applying '
+                                            'alone (`git apply OUT/<benchmark>.patch`), with its pull-request '
+                                            'text beside it. The checkout itself is not changed.')
+    p.add_argument('--kit', required=True, help='a VLMEvalKit git checkout (the patches are diffs against its HEAD)')
+    p.add_argument('--patch-dir', required=True, help='folder for <benchmark>.patch and <benchmark>.md')
+    p.add_argument('--url-base', default=None, help='where the TSVs will be hosted (fills DATASET_URL)')
+    p.add_argument('--only', nargs='+', default=None, help=f'benchmarks to export ({", ".join(r.key for r in BENCHMARKS)})')
+    args = p.parse_args(argv)
+    results = export(Path(args.kit), Path(args.patch_dir), args.url_base, args.only)
+    for name, info in results.items():
+        print(f'{name}: {info["patch"]} ({info["lines"]} lines)' + (f', {info["md"]}' if info['md'] else
+                                                                   ' (every benchmark at once)'))
+        for note in info['notes']:
+            print(f'  {note}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(export_main())

@@ -1,0 +1,112 @@
+"""Ctrl-C during a run: stop making calls at once, keep what arrived, say so in one line, exit 130.
+
+`STOP` is the one switch every judge of ours reads (vlmeval_ext.judging.CachedJudge makes no call once it is set).
+`handling_ctrl_c()` (the launcher and `vlmeval-ext eval` run in it) installs a SIGINT handler for the first Ctrl-C:
+
+- it sets STOP and cancels every call still queued in the process's thread pools (the kit submits all of a
+  dataset's calls at once; a queued call that has not started is never sent), then lets KeyboardInterrupt unwind
+  the kit's loop. Calls already in flight may finish for a few seconds: a judge verdict that arrives is stored;
+  after GRACE_S seconds the process ends anyway;
+- KeyboardInterrupt is never raised while the kit is writing one of its files (a half-written checkpoint would
+  lose every answer it held): it is delivered a moment later, once the write is done;
+- a second Ctrl-C ends the process at once.
+The caller prints the summary line and exits 130 (`exit_status`).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import gc
+import os
+import signal
+import sys
+import threading
+import time
+
+GRACE_S = 5.0
+EXIT_STATUS = 130
+
+
+class _Stop:
+    """Why calls must stop (None while they may go on)."""
+
+    def __init__(self):
+        self.reason: str | None = None
+        self.since: float | None = None
+
+    def set(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason, self.since = reason, time.monotonic()
+
+    def clear(self) -> None:
+        self.reason = self.since = None
+
+
+STOP = _Stop()
+_state = {'pending_raise': False, 'summary': None}
+
+
+def cancel_queued_calls() -> int:
+    """Cancel every thread-pool call of this process that has not started yet; returns how many."""
+    cancelled = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, concurrent.futures.Future) and not obj.done() and obj.cancel():
+            cancelled += 1
+    return cancelled
+
+
+def _inside_kit_write(frame) -> bool:
+    """True while the main thread is inside the kit's file writing (vlmeval/smp/file.py)."""
+    while frame is not None:
+        name = frame.f_code.co_filename.replace('\\', '/')
+        if name.endswith('vlmeval/smp/file.py') and frame.f_code.co_name.startswith('dump'):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _end_now() -> None:
+    line = _state['summary']() if callable(_state['summary']) else 'interrupted'
+    print(f'\n[vlmeval-ext] {line}', file=sys.stderr, flush=True)
+    os._exit(EXIT_STATUS)
+
+
+def _handler(signum, frame):
+    if STOP.reason == 'interrupted' and not _state['pending_raise']:
+        _end_now()                                             # a second Ctrl-C
+    first = STOP.reason != 'interrupted'
+    STOP.set('interrupted')
+    if first:
+        cancel_queued_calls()
+        timer = threading.Timer(GRACE_S, _end_now)
+        timer.daemon = True
+        timer.start()
+    if _inside_kit_write(frame):
+        _state['pending_raise'] = True
+        threading.Timer(0.05, _redeliver).start()
+        return
+    _state['pending_raise'] = False
+    raise KeyboardInterrupt
+
+
+def _redeliver():
+    import _thread
+    _thread.interrupt_main()                                   # runs _handler again in the main thread
+
+
+@contextlib.contextmanager
+def handling_ctrl_c(summary=None):
+    """Run a block with the handler above; `summary()` gives the line printed if the process has to end early."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _state['summary'] = summary
+    previous = signal.signal(signal.SIGINT, _handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def interrupted() -> bool:
+    return STOP.reason == 'interrupted'

@@ -1,0 +1,312 @@
+"""`vlmeval-ext compare A B --data NAME`: does B really score differently from A on the same items?
+
+A and B are two evaluated predictions files of one dataset (or two work dirs holding one each). The comparison
+reads the per-item files their evaluations wrote (GRAB `_items.tsv`, R-Bench `_scores.csv`, ReMI `_items.tsv`,
+RoCOCO-MCQ `_items.tsv`, RoCOCO retrieval `_ranks.tsv`, `-RC` `_rc_scores.csv`), matches the items by their key
+(index, pair_id, or seed and query) and refuses, in one line, two runs of different dataset files (the manifests'
+TSV md5) or of different item sets.
+
+Every headline is a weighted mean of item scores (a plain mean; ReMI: the mean of task means; RoCOCO t2i: the
+mean over seeds), so for each one: the difference B - A; its paired 95 % interval (a bootstrap over the items, or
+over images for retrieval, within the benchmark's strata); a paired p-value: the exact McNemar test when the item
+scores are 0/1 and the mean is plain, otherwise a paired sign-flip permutation test (10,000 flips, seeded, the
+images as units for retrieval); and how many items went from right to wrong and back (right: a score of at least
+0.5 for R-Bench's fractional scores). R-Bench adds the reference vs distorted comparison within each run.
+
+Output: a labelled table on the console and `<A>_vs_<B>_compare.{md,csv,json}` (--out DIR, default: the current
+folder); the JSON holds, per headline, a, b, difference, ci95, p_value, test, n_matched, right_to_wrong,
+wrong_to_right.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from vlmeval_ext.errors import ExtError
+from vlmeval_ext.io import stem_path, write_json
+from vlmeval_ext.records.intervals import B, SEED, draws
+
+PERMUTATIONS = 10_000
+
+
+class CompareError(ExtError):
+    """Two runs that cannot be compared item by item."""
+
+
+@dataclass
+class Headline:
+    """One headline score of a run as per-item values (NaN: not scored, e.g. an inference failure). The score is
+    their mean, or with `groups` the mean of the group means (ReMI's tasks, RoCOCO t2i's seeds)."""
+    name: str
+    unit: str                        # '%' or '0-1'
+    keys: list                       # the item keys, in order
+    values: np.ndarray
+    strata: np.ndarray               # resampling strata
+    clusters: np.ndarray             # resampling / permutation units
+    binary: bool = False
+    groups: np.ndarray | None = None
+    clustered: bool = False
+
+    @property
+    def scale(self) -> float:
+        return 100.0 if self.unit == '%' else 1.0
+
+    def subset(self, keep: np.ndarray) -> 'Headline':
+        pick = lambda x: None if x is None else x[keep]  # noqa: E731
+        return Headline(self.name, self.unit, [k for k, m in zip(self.keys, keep) if m], self.values[keep],
+                        self.strata[keep], self.clusters[keep], self.binary, pick(self.groups), self.clustered)
+
+    def weights(self) -> np.ndarray:
+        if self.groups is None:
+            return np.full(len(self.values), 1.0 / max(1, len(self.values)))
+        sizes = pd.Series(self.groups).map(pd.Series(self.groups).value_counts()).to_numpy(float)
+        return 1.0 / (sizes * len(set(self.groups)))
+
+
+# ------------------------------------------------------------------------------------------- per benchmark
+def _table(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise CompareError(f'{path}: not found: evaluate the predictions first (`vlmeval-ext eval --data NAME '
+                           '--pred FILE`), then compare')
+    return pd.read_csv(path, sep='\t' if path.suffix == '.tsv' else ',', dtype=str, keep_default_na=False)
+
+
+def _num(series) -> np.ndarray:
+    return pd.to_numeric(series.map(lambda v: {'True': 1, 'False': 0}.get(v, v)), errors='coerce').to_numpy(float)
+
+
+def _plain(name, unit, keys, values, strata=None, binary=True) -> Headline:
+    n = len(keys)
+    return Headline(name, unit, list(keys), values, np.zeros(n, int) if strata is None else strata, np.arange(n),
+                    binary)
+
+
+def grab(eval_file: Path) -> list[Headline]:
+    items = _table(Path(stem_path(eval_file, '_items.tsv')))
+    keys = items['index'].tolist()
+    return [_plain(f'{s} Overall', '%', keys, _num(items[s])) for s in ('official', 'normalized', 'llm_extracted')
+            if s in items and items[s].ne('').any()]
+
+
+def rbench(eval_file: Path, tag: str = '') -> list[Headline]:
+    rows = _table(Path(stem_path(eval_file, f'{tag}_scores.csv')))
+    keys, strata = rows['pair_id'].tolist(), (rows['type'] + '|' + rows['strength']).to_numpy()
+    dis, ref, com = (_num(rows[f'score_{k}']) for k in ('dis', 'ref', 'com'))
+    return [_plain('absolute Overall', '0-1', keys, dis, strata, binary=False),
+            _plain('relative Overall', '0-1', keys, com * ref, strata, binary=False)]
+
+
+def remi(eval_file: Path) -> list[Headline]:
+    items = _table(Path(stem_path(eval_file, '_items.tsv')))
+    tasks = items['task'].to_numpy()
+    return [Headline(label, '%', items['index'].tolist(), _num(items[scoring]), tasks, np.arange(len(items)),
+                     binary=True, groups=tasks)
+            for scoring, label in (('official', 'official Overall'), ('lenient', 'lenient Overall'))]
+
+
+def rococo_mcq(eval_file: Path) -> list[Headline]:
+    items = _table(Path(stem_path(eval_file, '_items.tsv')))
+    keys = items['index'].tolist()
+    failed = (items['how'] == 'inference_failed').to_numpy()
+    right = np.where(failed, np.nan, (items['choice'] == items['answer']).to_numpy(float))
+    twin = np.where(failed, np.nan, (items['choice'] == items['twin']).to_numpy(float))
+    return [_plain('accuracy', '%', keys, right), _plain('twin rate', '%', keys, twin)]
+
+
+def rococo_retrieval(eval_file: Path) -> list[Headline]:
+    ranks = _table(Path(stem_path(eval_file, '_ranks.tsv')))
+    keys = (ranks['seed'] + '|' + ranks['query']).tolist()
+    seeds = ranks['seed'].to_numpy()
+    clusters = ranks['cluster'].astype(int).to_numpy()
+    rank = ranks['rank'].astype(int).to_numpy()
+    return [Headline(name, '%', keys, values.astype(float), np.zeros(len(keys), int), clusters, binary=True,
+                     groups=seeds if len(set(seeds)) > 1 else None, clustered=True)
+            for name, values in (('R@1', rank < 1), ('R@5', rank < 5), ('R@10', rank < 10),
+                                 ('false rate', ranks['top1_false'].astype(int).to_numpy() == 1))]
+
+
+def corrupted(eval_file: Path) -> list[Headline]:
+    rows = _table(Path(stem_path(eval_file, '_rc_scores.csv')))
+    keys = (rows['pair_id'] + '|' + rows['distortion'] + '|' + rows['strength']).tolist()
+    ref, dis, com = (_num(rows[f'score_{k}']) for k in ('ref', 'dis', 'com'))
+    strata = rows['strength'].to_numpy()
+    return [_plain(n, '0-1', keys, v, strata, binary=False) for n, v in
+            (('reference Overall', ref), ('absolute Overall', dis), ('relative Overall', com * ref))]
+
+
+READERS = {'GRAB': grab, 'R-Bench-Full': rbench, 'ReMI': remi, 'RoCOCO-MCQ': rococo_mcq,
+           'RoCOCO-retrieval': rococo_retrieval, '<Dataset>-RC': corrupted}
+
+
+# ------------------------------------------------------------------------------------------------ the test
+def mcnemar(right_to_wrong: int, wrong_to_right: int) -> float:
+    """Exact two-sided McNemar p-value: the discordant pairs as a Binomial(n, 1/2) (1.0 with none)."""
+    n = right_to_wrong + wrong_to_right
+    if n == 0:
+        return 1.0
+    k = min(right_to_wrong, wrong_to_right)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def _cluster_sums(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ids, inverse = np.unique(clusters, return_inverse=True)
+    return np.bincount(inverse, weights=values, minlength=len(ids)), inverse
+
+
+def compare_headline(a: Headline, b: Headline) -> dict:
+    """The paired comparison of one headline (a and b on the same items, in the same order, both scored)."""
+    weights = a.weights()
+    diff_items = (b.values - a.values) * weights
+    difference = float(diff_items.sum()) * a.scale
+    sums, inverse = _cluster_sums(diff_items, a.clusters)
+    strata = pd.Series(a.strata).groupby(inverse).first().to_numpy()
+    counts = draws(strata)                               # (B, clusters), within strata
+    boot = counts @ sums * a.scale
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    ra, rb = a.values >= 0.5, b.values >= 0.5
+    right_to_wrong, wrong_to_right = int((ra & ~rb).sum()), int((~ra & rb).sum())
+    if a.binary and a.groups is None and not a.clustered:
+        p, test = mcnemar(right_to_wrong, wrong_to_right), 'exact McNemar'
+    else:
+        rng = np.random.default_rng(SEED)
+        beyond = 0
+        for start in range(0, PERMUTATIONS, 500):            # 500 flips at a time: bounded memory
+            flips = rng.choice((-1.0, 1.0), size=(min(500, PERMUTATIONS - start), len(sums)))
+            beyond += int((np.abs(flips @ sums) * a.scale >= abs(difference) - 1e-12).sum())
+        p = float((1 + beyond) / (1 + PERMUTATIONS))
+        test = ('paired sign-flip permutation' + (' (images as units)' if a.clustered else '')
+                + f' ({PERMUTATIONS:,} flips)')
+        if difference == 0 and not sums.any():
+            p = 1.0
+    digits = 4 if a.unit == '0-1' else 2
+    return {'a': round(float((a.values * weights).sum()) * a.scale, digits),
+            'b': round(float((b.values * weights).sum()) * b.scale, digits),
+            'difference': round(difference, digits), 'ci95': [round(float(lo), digits), round(float(hi), digits)],
+            'p_value': round(p, 6), 'test': test, 'n_matched': len(a.keys), 'right_to_wrong': right_to_wrong,
+            'wrong_to_right': wrong_to_right, 'unit': a.unit}
+
+
+# ------------------------------------------------------------------------------------------------ the runs
+def find_predictions(path: Path, dataset: str) -> Path:
+    """A predictions file, or the one `<model>_<dataset>.<tsv|xlsx|csv>` under a work dir."""
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise CompareError(f'{path}: neither a predictions file nor a work dir')
+    found = sorted({p for ext in ('tsv', 'xlsx', 'csv') for p in path.rglob(f'*_{dataset}.{ext}')
+                    if not p.is_symlink()})
+    if len(found) != 1:
+        raise CompareError(f'{path}: {len(found)} predictions files of {dataset} '
+                           f'({", ".join(p.name for p in found[:4]) or "none"}); name the file itself')
+    return found[0]
+
+
+def dataset_md5(eval_file: Path) -> str | None:
+    manifest = Path(stem_path(eval_file, '_manifest.json'))
+    if not manifest.is_file():
+        return None
+    return (json.loads(manifest.read_text()).get('dataset') or {}).get('tsv_md5')
+
+
+def aligned(a: Headline, b: Headline, where_a: Path, where_b: Path) -> tuple[Headline, Headline, int]:
+    """The two runs on the items both scored, in A's order; and how many items one of them did not score."""
+    if set(a.keys) != set(b.keys):
+        only_a, only_b = set(a.keys) - set(b.keys), set(b.keys) - set(a.keys)
+        raise CompareError(f'{where_a.name} and {where_b.name} score different items ({len(only_a)} only in A, '
+                           f'{len(only_b)} only in B, e.g. {sorted(only_a or only_b)[:3]}): compare runs of the '
+                           'same items')
+    order = {k: i for i, k in enumerate(b.keys)}
+    pick = np.array([order[k] for k in a.keys], dtype=np.int64)
+    b = Headline(b.name, b.unit, a.keys, b.values[pick], a.strata, a.clusters, b.binary, a.groups, a.clustered)
+    keep = ~np.isnan(a.values) & ~np.isnan(b.values)
+    return a.subset(keep), b.subset(keep), int((~keep).sum())
+
+
+def compare_runs(a_file: Path, b_file: Path, dataset: str) -> dict:
+    from vlmeval_ext.registry import benchmark_of
+    record = benchmark_of(dataset)
+    if record is None or record.key not in READERS:
+        raise CompareError(f'{dataset}: not a dataset of vlmeval-ext (compare reads our per-item files)')
+    md5 = (dataset_md5(a_file), dataset_md5(b_file))
+    if None not in md5 and md5[0] != md5[1]:
+        raise CompareError(f'{a_file.name} and {b_file.name} were evaluated on different {dataset} files (md5 '
+                           f'{md5[0]} vs {md5[1]}): not comparable item by item')
+    reader = READERS[record.key]
+    out = {'dataset': dataset, 'a': str(a_file), 'b': str(b_file), 'dataset_md5': md5[0] or md5[1],
+           'bootstrap': {'resamples': B, 'seed': SEED}, 'scores': {}}
+    for ha, hb in zip(reader(a_file), reader(b_file)):
+        ha, hb, unscored = aligned(ha, hb, a_file, b_file)
+        out['scores'][ha.name] = {**compare_headline(ha, hb), 'left_out_unscored': unscored}
+    if record.key == 'R-Bench-Full':
+        out['reference_vs_distorted'] = {}
+        for side, path in (('a', a_file), ('b', b_file)):
+            rows = _table(Path(stem_path(path, '_scores.csv')))
+            strata = (rows['type'] + '|' + rows['strength']).to_numpy()
+            keys = rows['pair_id'].tolist()
+            ref = _plain('reference', '0-1', keys, _num(rows['score_ref']), strata, binary=False)
+            dis = _plain('distorted', '0-1', keys, _num(rows['score_dis']), strata, binary=False)
+            ref, dis, _ = aligned(ref, dis, path, path)
+            out['reference_vs_distorted'][side] = compare_headline(ref, dis)
+    return out
+
+
+def markdown(result: dict) -> str:
+    a, b = Path(result['a']).stem, Path(result['b']).stem
+    lines = [f'# {result["dataset"]}: B = {b} vs A = {a}', '',
+             '| score | A | B | B - A | 95 % CI of B - A | p | test | items | right -> wrong | wrong -> right |',
+             '|---|---|---|---|---|---|---|---|---|---|']
+    for name, r in result['scores'].items():
+        lines.append(f'| {name} ({r["unit"]}) | {r["a"]} | {r["b"]} | {r["difference"]:+} | '
+                     f'[{r["ci95"][0]}, {r["ci95"][1]}] | {r["p_value"]:.4g} | {r["test"]} | {r["n_matched"]} | '
+                     f'{r["right_to_wrong"]} | {r["wrong_to_right"]} |')
+    if 'reference_vs_distorted' in result:
+        lines += ['', 'Within each run, the distorted image against the reference image (absolute vs reference '
+                  'score, the gap relative robustness measures):', '',
+                  '| run | reference | distorted | distorted - reference | 95 % CI | p | items |',
+                  '|---|---|---|---|---|---|---|']
+        for side, r in result['reference_vs_distorted'].items():
+            lines.append(f'| {side.upper()} | {r["a"]} | {r["b"]} | {r["difference"]:+} | [{r["ci95"][0]}, '
+                         f'{r["ci95"][1]}] | {r["p_value"]:.4g} | {r["n_matched"]} |')
+    lines += ['', f'Paired over the same items; intervals from {B:,} bootstrap resamples (seed {SEED}).']
+    return '\n'.join(lines) + '\n'
+
+
+def compare_main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog='vlmeval-ext compare', description=__doc__.split('\n\n')[0])
+    p.add_argument('a', metavar='A', help='predictions file (evaluated), or a work dir holding one')
+    p.add_argument('b', metavar='B', help='the other run, same dataset')
+    p.add_argument('--data', required=True, metavar='NAME')
+    p.add_argument('--out', default='.', metavar='DIR', help='where <A>_vs_<B>_compare.{md,csv,json} go')
+    args = p.parse_args(argv)
+    a_file, b_file = find_predictions(Path(args.a), args.data), find_predictions(Path(args.b), args.data)
+    result = compare_runs(a_file, b_file, args.data)
+    text = markdown(result)
+    print(text)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    prefix = out / f'{a_file.stem}_vs_{b_file.stem}_compare'
+    write_json(result, f'{prefix}.json')
+    Path(f'{prefix}.md').write_text(text, encoding='utf-8')
+    with open(f'{prefix}.csv', 'w', newline='', encoding='utf-8') as f:
+        fields = ['score', 'unit', 'a', 'b', 'difference', 'ci95_low', 'ci95_high', 'p_value', 'test', 'n_matched',
+                  'right_to_wrong', 'wrong_to_right']
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for name, r in result['scores'].items():
+            writer.writerow({'score': name, **{k: r[k] for k in fields[1:] if k in r},
+                             'ci95_low': r['ci95'][0], 'ci95_high': r['ci95'][1]})
+    print(f'written: {prefix}.md, .csv, .json')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(compare_main())

@@ -1,0 +1,453 @@
+"""`vlmeval-ext report WORK_DIR [--out FILE.html]`: one self-contained HTML page of a work dir, to look at.
+
+The page (no server, no network: it opens from disk or a shared drive) holds an overview of every model x dataset
+(headline scores with their 95 % intervals and item counts, the judge, comparability with the paper, failure
+counts, the plots) and, per benchmark, its items, filterable and sortable in the page: R-Bench's reference and
+distorted images with both answers and every verdict, GRAB's plot with what each scoring read, ReMI's question with
+its images at their tags, RoCOCO-MCQ's options with the twin marked, retrieval's top-5 per query, `-RC`'s pairs.
+Images come as small embedded thumbnails, linked to the full image when `$LMUData` holds it.
+
+It is rendered with Jinja2 (autoescaping); the items travel as JSON inside the page and the page's script builds the
+table with DOM text nodes, so no text that came from a model, a judge or a dataset is ever parsed as HTML or run.
+Written at the end of our run.py and of `vlmeval-ext eval` (`<work dir>/report.html`, beside the summary).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from vlmeval_ext.io import lmu_data_root, stem_path
+from vlmeval_ext.registry import benchmark_of
+
+THUMB = 96                      # px, the long side of an embedded thumbnail
+PAGE_ROWS = 100                 # rows the page shows at a time
+RETRIEVAL_QUERIES = 1000        # queries of a retrieval run shown per seed (the page says how many there are)
+TEMPLATE = Path(__file__).resolve().parent / 'templates' / 'report.html.j2'
+
+
+# ------------------------------------------------------------------------------------------------ images
+class Thumbnails:
+    """Thumbnails of a dataset TSV's image cells (the TSV is read once per report)."""
+
+    def __init__(self):
+        self._tables: dict[str, dict] = {}
+
+    def table(self, dataset: str) -> dict:
+        """{index: image cell} of the TSV that holds `dataset` ($LMUData, else the demo shipped in the package)."""
+        record = benchmark_of(dataset)
+        split = record.split_of(dataset) if record else dataset
+        candidates = [Path(lmu_data_root()) / f'{split}.tsv']
+        demo = record.demo_file(dataset) if record else None
+        if demo:
+            candidates.append(Path(demo))
+        path = next((p for p in candidates if p.is_file()), None)
+        key = str(path)
+        if key not in self._tables:
+            cells = {}
+            if path is not None:
+                frame = pd.read_csv(path, sep='\t', dtype=str, keep_default_na=False,
+                                    usecols=lambda c: c in ('index', 'image'))
+                if 'image' in frame:
+                    cells = dict(zip(frame['index'], frame['image']))
+            self._tables[key] = {'cells': cells, 'split': split}
+        return self._tables[key]
+
+    @staticmethod
+    def encode(cell: str) -> str | None:
+        """A data: URI of a small JPEG thumbnail of one base64 image cell (None when it is no image)."""
+        from PIL import Image
+        try:
+            with Image.open(io.BytesIO(base64.b64decode(cell, validate=False))) as im:
+                im = im.convert('RGB')
+                im.thumbnail((THUMB, THUMB))
+                buf = io.BytesIO()
+                im.save(buf, format='JPEG', quality=70)
+        except Exception:       # an undecodable cell shows as "no image", never stops the report
+            return None
+        return 'data:image/jpeg;base64,' + base64.b64encode(buf.getvalue()).decode()
+
+    def cells_of(self, dataset: str, index) -> list[str]:
+        cell = self.table(dataset)['cells'].get(str(index), '')
+        if cell.startswith('['):
+            try:
+                return [c for c in json.loads(cell) if isinstance(c, str)]
+            except ValueError:
+                return []
+        if cell and len(cell) <= 64:                  # the kit's reference to another row's image
+            cell = self.table(dataset)['cells'].get(cell, '')
+        return [cell] if cell else []
+
+    def of(self, dataset: str, index) -> list[str | None]:
+        return [self.encode(c) for c in self.cells_of(dataset, index)]
+
+    def full_image(self, dataset: str, index) -> str:
+        """The image file the kit dumped for this row under $LMUData/images/<split>/ ('' when absent)."""
+        folder = Path(lmu_data_root()) / 'images' / self.table(dataset)['split']
+        for suffix in ('.jpg', '.png', '_0.png', '_0.jpg'):
+            path = folder / f'{index}{suffix}'
+            if path.is_file():
+                return str(path)
+        return ''
+
+
+def _read(path: str | Path) -> pd.DataFrame | None:
+    path = Path(path)
+    if not path.is_file():
+        return None
+    if path.suffix == '.xlsx':
+        return pd.read_excel(path, dtype=str, keep_default_na=False)
+    return pd.read_csv(path, sep='\t' if path.suffix == '.tsv' else ',', dtype=str, keep_default_na=False)
+
+
+def _num(text) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def _verdict(value) -> str:
+    return {'True': 'right', 'False': 'wrong', '1': 'right', '0': 'wrong', '1.0': 'right', '0.0': 'wrong'}.get(
+        str(value), 'not scored')
+
+
+# ------------------------------------------------------------------------------------------------ sections
+@dataclass
+class Section:
+    """One model x dataset's items: what the page's table shows and how it filters them."""
+    title: str
+    benchmark: str
+    columns: list                        # [{key, label, kind}]
+    rows: list
+    filters: list = field(default_factory=list)    # [{key, label}]: a select of each key's values
+    note: str = ''
+    total: int | None = None
+
+    def payload(self) -> dict:
+        return {'columns': self.columns, 'rows': self.rows, 'filters': self.filters, 'page': PAGE_ROWS}
+
+
+def _col(key, label, kind='text'):
+    return {'key': key, 'label': label, 'kind': kind}
+
+
+def rbench_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
+    from vlmeval_ext.dataset.utils.rbench_full import DISTORTIONS, STRENGTHS
+    scores, preds = _read(stem_path(eval_file, f'{tag}_scores.csv')), _read(eval_file)
+    if scores is None or preds is None:
+        return None
+    by_pair = {}
+    for r in preds.to_dict('records'):
+        by_pair.setdefault(str(r.get('pair_id')), {})[r.get('variant')] = r
+    rows = []
+    for s in scores.to_dict('records'):
+        pair = by_pair.get(str(s['pair_id']), {})
+        ref, dis = pair.get('ref', {}), pair.get('dis', {})
+        name, step, group = DISTORTIONS.get(int(float(s['distortion'])), ('?', '?', '?'))
+        ref_score, dis_score = _num(s['score_ref']), _num(s['score_dis'])
+        rows.append({
+            'pair_id': s['pair_id'], 'task': s['type'], 'distortion': f'{name} ({step}, {group})',
+            'distortion_id': int(float(s['distortion'])), 'strength': STRENGTHS.get(int(float(s['strength'])), '?'),
+            'images': [*thumbs.of(dataset, ref.get('index')), *thumbs.of(dataset, dis.get('index'))],
+            'links': [thumbs.full_image(dataset, ref.get('index')), thumbs.full_image(dataset, dis.get('index'))],
+            'question': ref.get('question') or dis.get('question', ''), 'options': s.get('choice') or ref.get(
+                'choice', ''), 'answer': ref.get('answer', ''), 'pred_ref': ref.get('prediction', ''),
+            'pred_dis': dis.get('prediction', ''), 'verdicts': f"ref {s.get('verdicts_ref', '')} | dis "
+            f"{s.get('verdicts_dis', '')} | com {s.get('verdicts_com', '')}",
+            'score_ref': ref_score, 'score_dis': dis_score, 'score_com': _num(s['score_com']),
+            'view': 'right on the reference, wrong on the distorted' if ref_score is not None and dis_score is not
+            None and ref_score >= 0.5 > dis_score else 'other'})
+    columns = [_col('pair_id', 'pair'), _col('task', 'task'), _col('distortion', 'distortion'),
+               _col('strength', 'strength'), _col('images', 'reference | distorted', 'images'),
+               _col('question', 'question'), _col('options', 'options'), _col('answer', 'answer'),
+               _col('pred_ref', 'answer on the reference'), _col('pred_dis', 'answer on the distorted'),
+               _col('verdicts', "judge's verdicts"), _col('score_ref', 'score ref', 'number'),
+               _col('score_dis', 'score dis', 'number'), _col('score_com', 'score com', 'number')]
+    filters = [{'key': 'task', 'label': 'task'}, {'key': 'distortion', 'label': 'distortion'},
+               {'key': 'strength', 'label': 'strength'}, {'key': 'view', 'label': 'view'}]
+    return Section(title, 'R-Bench', columns, rows, filters,
+                   'view "right on the reference, wrong on the distorted": sort by distortion to see what broke')
+
+
+def grab_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
+    items = _read(stem_path(eval_file, '_items.tsv'))
+    if items is None:
+        return None
+    rows = [{'index': r['index'], 'images': thumbs.of(dataset, r['index']), 'links': [thumbs.full_image(
+        dataset, r['index'])], 'task': r['task'], 'category': r['category'], 'complexity': r['complexity'],
+        'question': r['question'], 'answer': r['answer'], 'prediction': r['prediction'],
+        'read': r.get('parsed', ''), 'extracted': r.get('extracted', ''), 'official': _verdict(r.get('official')),
+        'normalized': _verdict(r.get('normalized')), 'llm_extracted': _verdict(r.get('llm_extracted', ''))}
+        for r in items.to_dict('records')]
+    columns = [_col('index', 'index'), _col('images', 'plot', 'images'), _col('task', 'task'),
+               _col('category', 'category'), _col('complexity', 'complexity'), _col('question', 'question'),
+               _col('answer', 'answer'), _col('prediction', "the model's text"),
+               _col('read', 'normalized read'), _col('extracted', 'llm extracted'), _col('official', 'official'),
+               _col('normalized', 'normalized'), _col('llm_extracted', 'llm_extracted')]
+    filters = [{'key': k, 'label': k} for k in ('task', 'category', 'complexity', 'official', 'normalized')]
+    return Section(title, 'GRAB', columns, rows, filters)
+
+
+def remi_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
+    from vlmeval_ext.dataset.remi import split_and_mode
+    from vlmeval_ext.dataset.utils.remi import split_at_tags
+    items, preds = _read(stem_path(eval_file, '_items.tsv')), _read(eval_file)
+    if items is None or preds is None:
+        return None
+    question = dict(zip(preds['index'], preds.get('question', pd.Series([''] * len(preds)))))
+    split = split_and_mode(dataset)[0]
+    rows = []
+    for r in items.to_dict('records'):
+        images = thumbs.of(split if benchmark_of(split) else dataset, r['index'])
+        text = question.get(r['index'], '')
+        try:
+            parts = [{'text': v} if kind == 'text' else {'image': v} for kind, v in split_at_tags(text, len(images))]
+        except ValueError:
+            parts = [{'text': text}]
+        rows.append({'index': r['index'], 'task': r['task'], 'question': parts, 'images': images,
+                     'answer': r['answer'], 'prediction': dict(zip(preds['index'], preds['prediction'])).get(
+                         r['index'], ''), 'official': _verdict(r['official']), 'lenient': _verdict(r['lenient']),
+                     'reading': r.get('status', ''), 'differ': 'official and lenient differ'
+                     if _verdict(r['official']) != _verdict(r['lenient']) else 'agree'})
+    columns = [_col('index', 'index'), _col('task', 'task'), _col('question', 'question with its images', 'parts'),
+               _col('answer', 'label'), _col('prediction', 'output'), _col('official', 'official'),
+               _col('lenient', 'lenient'), _col('reading', 'why a reading failed')]
+    filters = [{'key': k, 'label': k} for k in ('task', 'official', 'lenient', 'differ')]
+    return Section(title, 'ReMI', columns, rows, filters)
+
+
+def rococo_mcq_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
+    items, preds = _read(stem_path(eval_file, '_items.tsv')), _read(eval_file)
+    if items is None or preds is None:
+        return None
+    options = {r['index']: r for r in preds.to_dict('records')}
+    rows = []
+    for r in items.to_dict('records'):
+        p = options.get(r['index'], {})
+        marked = [f"{c}. {p.get(c, '')}" + (' [correct]' if c == r['answer'] else ' [adversarial twin]'
+                                            if c == r['twin'] else '') for c in 'ABCDE' if p.get(c)]
+        outcome = ('right' if r['choice'] == r['answer'] else 'adversarial twin' if r['choice'] == r['twin']
+                   else 'not read' if not r['choice'] else 'another caption')
+        rows.append({'index': r['index'], 'images': thumbs.of(dataset, r['index']), 'links': [
+            thumbs.full_image(dataset, r['index'])], 'options': marked, 'prediction': r.get('prediction', ''),
+            'choice': r['choice'], 'how': r['how'], 'outcome': outcome})
+    columns = [_col('index', 'index'), _col('images', 'image', 'images'), _col('options', 'options', 'list'),
+               _col('prediction', 'reply'), _col('choice', 'choice read'), _col('how', 'read how'),
+               _col('outcome', 'outcome')]
+    return Section(title, 'RoCOCO-MCQ', columns, rows, [{'key': 'outcome', 'label': 'outcome'},
+                                                        {'key': 'how', 'label': 'read how'}])
+
+
+def retrieval_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
+    ranks, preds = _read(stem_path(eval_file, '_ranks.tsv')), _read(eval_file)
+    if ranks is None or preds is None:
+        return None
+    texts = preds[preds['kind'] == 'text'].sort_values('item', key=lambda s: s.astype(int))
+    images = preds[preds['kind'] == 'image'].sort_values('item', key=lambda s: s.astype(int))
+    caption = dict(zip(texts['item'], texts['question']))
+    truth = dict(zip(texts['item'], texts['ground_truth']))
+    owner = dict(zip(texts['item'], texts['image_row']))
+    originals = images[images['seed'] == '0']
+    n = len(originals)
+    image_index = {s: list(g['index']) for s, g in images.groupby('seed')}
+    i2t = dataset.startswith('RoCOCO-I2T')
+    rows, total = [], len(ranks)
+    for seed, part in ranks.groupby('seed', sort=False):
+        for r in part.head(RETRIEVAL_QUERIES).to_dict('records'):
+            top = [t for t in r['top5'].split(';') if t]
+            if i2t:
+                query = {'images': thumbs.of(dataset, originals['index'].iloc[int(r['query'])])}
+                found = [f"{caption.get(t, '?')} [{'ground truth' if truth.get(t) == 'yes' else 'adversarial'}]"
+                         for t in top]
+            else:
+                query = {'text': caption.get(r['query'], '')}
+                gallery = image_index['0'] + image_index.get(seed, [])
+                found = [f"image {t}" + (' [ground truth]' if t == owner.get(r['query']) else ' [mixed]'
+                                         if int(t) >= n else '') for t in top]
+            rows.append({'seed': seed, 'query_id': r['query'], 'images': query.get('images', []),
+                         'query': query.get('text', ''), 'rank': int(r['rank']) + 1, 'top5': found,
+                         'top1': 'false (adversarial or mixed)' if r['top1_false'] == '1' else 'ok',
+                         **({'top5_images': [next(iter(thumbs.of(dataset, gallery[int(t)])), None)
+                                             if int(t) < len(gallery) else None for t in top]} if not i2t else {})})
+    columns = [_col('seed', 'seed'), _col('query_id', 'query'), _col('images', 'query image', 'images'),
+               _col('query', 'query caption'), _col('rank', 'rank of the ground truth', 'number'),
+               _col('top5', 'top 5', 'list'), _col('top1', 'top 1')]
+    if not i2t:
+        columns.insert(6, _col('top5_images', 'top 5 images', 'images'))
+    note = (f'the first {RETRIEVAL_QUERIES:,} queries of each seed are shown ({total:,} in all)'
+            if len(rows) < total else '')
+    return Section(title, 'RoCOCO retrieval', columns, rows, [{'key': 'seed', 'label': 'seed'},
+                                                              {'key': 'top1', 'label': 'top 1'}], note, total)
+
+
+def rc_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
+    from vlmeval_ext.dataset.utils.rbench_full import DISTORTIONS, STRENGTHS
+    scores, preds = _read(stem_path(eval_file, '_rc_scores.csv')), _read(eval_file)
+    if scores is None or preds is None:
+        return None
+    ref_rows = {r['pair_id']: r for r in preds.to_dict('records') if r.get('variant') == 'ref'}
+    dis_rows = {(r['pair_id'], r['distortion'], r['strength']): r for r in preds.to_dict('records')
+                if r.get('variant') != 'ref'}
+    rows = []
+    for s in scores.to_dict('records'):
+        ref = ref_rows.get(s['pair_id'], {})
+        dis = dis_rows.get((s['pair_id'], s['distortion'], s['strength']), {})
+        name, step, group = DISTORTIONS.get(int(float(s['distortion'])), ('?', '?', '?'))
+        rows.append({'item': s['pair_id'], 'distortion': f'{name} ({step}, {group})',
+                     'strength': STRENGTHS.get(int(float(s['strength'])), '?'),
+                     'images': [*thumbs.of(dataset, ref.get('index')), *thumbs.of(dataset, dis.get('index'))],
+                     'question': ref.get('question', ''), 'pred_ref': ref.get('prediction', ''),
+                     'pred_dis': dis.get('prediction', ''), 'score_ref': _num(s['score_ref']),
+                     'score_dis': _num(s['score_dis'])})
+    columns = [_col('item', 'item'), _col('distortion', 'distortion'), _col('strength', 'strength'),
+               _col('images', 'reference | corrupted', 'images'), _col('question', 'question'),
+               _col('pred_ref', 'answer on the reference'), _col('pred_dis', 'answer on the corrupted'),
+               _col('score_ref', 'score ref', 'number'), _col('score_dis', 'score corrupted', 'number')]
+    return Section(title, '<Dataset>-RC', columns, rows, [{'key': 'distortion', 'label': 'distortion'},
+                                                          {'key': 'strength', 'label': 'strength'}])
+
+
+SECTIONS = {'R-Bench-Full': rbench_section, 'GRAB': grab_section, 'ReMI': remi_section,
+            'RoCOCO-MCQ': rococo_mcq_section, 'RoCOCO-retrieval': retrieval_section, '-RC': rc_section}
+
+
+# ------------------------------------------------------------------------------------------------ overview
+def _data_uri_png(path: Path) -> str:
+    return 'data:image/png;base64,' + base64.b64encode(path.read_bytes()).decode()
+
+
+def _comparability(score_file: Path, tag: str) -> str:
+    side = _read(str(score_file).replace(f'{tag}_score.json', f'{tag}_vs_paper.csv'))
+    if side is None or side.empty:
+        return 'no published row for this model'
+    first = side.iloc[0]
+    if str(first.get('comparable')) == 'True':
+        flagged = int((side['flag'] == 'True').sum())
+        return f'comparable; {flagged} cell(s) where the paper is outside our 95 % interval'
+    return f"not comparable: {first.get('not_comparable_why') or ''}"
+
+
+def run_overview(score_file: Path, score: dict, dataset: str, model: str, tag: str) -> dict:
+    from vlmeval_ext.records.summary import benchmark_of as summary_benchmark
+    found = summary_benchmark(dataset)
+    row = found[1](score) if found else {}
+    judge = score.get('judge') or {}
+    judge_text = judge.get('label') or (f"{judge.get('name') or judge.get('model')} ({judge.get('mode')} mode)"
+                                        if judge else 'none (rule-based)')
+    counts = score.get('counts') or {}
+    coverage = score.get('coverage') or {}
+    plots = sorted(p for p in score_file.parent.glob(f'{score_file.name[:-len("_score.json")]}_*.png')
+                   if p.is_file())
+    return {'model': model, 'dataset': dataset + (f' ({tag.lstrip("_")} mode)' if tag else ''),
+            'benchmark': found[0] if found else '', 'cells': [(k, v) for k, v in row.items() if k != 'judge'],
+            'judge': judge_text, 'comparable': _comparability(score_file, tag),
+            'notes': [n for n in score.get('notes') or [] if isinstance(n, str)],
+            'accounting': {'items': counts.get('items', score.get('n_items')), 'empty': counts.get('empty'),
+                           'inference failures': counts.get('inference_failures', score.get('inference_failed')),
+                           'missing from the predictions': coverage.get('missing_items')},
+            'plots': [{'name': p.name, 'src': _data_uri_png(p)} for p in plots if p.stat().st_size < 2_000_000]}
+
+
+def _format(value, column: str = '') -> str:
+    """A value as the overview shows it: percent with 2 decimals, 0-1 scores with 4 (the unit is in the name)."""
+    from vlmeval_ext.records.summary import format_cell
+    return format_cell(value, column)
+
+
+# ------------------------------------------------------------------------------------------------ the page
+def score_files(work_dir: Path) -> list[Path]:
+    return sorted(p for p in work_dir.rglob('*_score.json') if p.is_file() and not p.is_symlink()
+                  and not p.name.endswith('_score_incomplete.json'))
+
+
+def _predictions_of(score_file: Path, tag: str) -> Path | None:
+    stem = str(score_file)[:-len(f'{tag}_score.json')]
+    return next((Path(stem + ext) for ext in ('.tsv', '.xlsx', '.csv') if Path(stem + ext).is_file()), None)
+
+
+def _script_json(data) -> str:
+    """JSON for a <script type="application/json"> block: '<', '>' and '&' escaped so no text closes the block."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, default=str)
+    return text.replace('&', '\\u0026').replace('<', '\\u003c').replace('>', '\\u003e').replace(
+        '\u2028', '\\u2028').replace('\u2029', '\\u2029')
+
+
+def build(work_dir: Path) -> str:
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    from vlmeval_ext.records.summary import dataset_of, model_of, tag_of
+    thumbs = Thumbnails()
+    overview, sections = [], []
+    for path in score_files(work_dir):
+        dataset, tag = dataset_of(path), tag_of(path)
+        record = benchmark_of(dataset)
+        if record is None:
+            continue
+        score = json.loads(path.read_text(encoding='utf-8'))
+        model = model_of(path) or path.name.split(f'_{dataset}')[0]
+        overview.append(run_overview(path, score, dataset, model, tag))
+        pred = _predictions_of(path, tag)
+        if pred is None:
+            continue
+        title = f'{model} / {dataset}' + (f' ({tag.lstrip("_")} mode)' if tag else '')
+        section = SECTIONS[record.key](title, dataset, str(pred), tag, thumbs)
+        if section is not None:
+            sections.append(section)
+    env = Environment(loader=FileSystemLoader(str(TEMPLATE.parent)), autoescape=select_autoescape(['html', 'j2']))
+    env.filters['cell'] = _format
+    env.filters['script_json'] = _script_json
+    template = env.get_template(TEMPLATE.name)
+    return template.render(work_dir=str(work_dir), overview=overview, sections=sections,
+                           payloads=[s.payload() for s in sections])
+
+
+def write_report(work_dir: str | Path, out: str | Path | None = None) -> Path:
+    work_dir = Path(work_dir)
+    out = Path(out) if out else work_dir / 'report.html'
+    html = build(work_dir)
+    tmp = out.with_name(f'{out.name}.partial{os.getpid()}')
+    tmp.write_text(html, encoding='utf-8')
+    os.replace(tmp, out)
+    return out
+
+
+def report_line(work_dir) -> str:
+    """The report written at the end of a run or an evaluation, as one line (a failure to write it is said, and
+    never fails the run whose scores are already written)."""
+    try:
+        out = write_report(work_dir)
+    except Exception as err:
+        return (f'[vlmeval-ext] WARNING: the HTML report of {work_dir} could not be written ({type(err).__name__}: '
+                f'{str(err)[:160]}); `vlmeval-ext report {work_dir}` tries again')
+    return f'report: {out}'
+
+
+def report_main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog='vlmeval-ext report', description=__doc__.split('\n\n')[0])
+    p.add_argument('work_dir', metavar='WORK_DIR')
+    p.add_argument('--out', default=None, metavar='FILE.html', help='default: WORK_DIR/report.html')
+    args = p.parse_args(argv)
+    root = Path(args.work_dir)
+    if not root.is_dir():
+        print(f'[vlmeval-ext] ERROR: {root} is not a folder', file=sys.stderr)
+        return 2
+    if not score_files(root):
+        print(f'[vlmeval-ext] ERROR: no *_score.json under {root} (evaluate a run first)', file=sys.stderr)
+        return 1
+    out = write_report(root, args.out)
+    print(f'report: {out} ({out.stat().st_size / 1e6:.1f} MB)')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(report_main())

@@ -1,1 +1,0 @@
-"""Test support that ships with the package: the loopback server and helpers to drive run.py against it."""
