@@ -152,11 +152,12 @@ def check_unique_index(df: pd.DataFrame, path, column: str = 'index') -> None:
 
 
 class CutReplies(DataError):
-    """Replies the xlsx writer cut at its cell limit: `rows` are their positions (0-based) in the table."""
+    """Replies the xlsx writer cut at its cell limit: `rows` are their positions (0-based) in `table`, the file as
+    it was read."""
 
-    def __init__(self, message: str, rows: list[int]):
+    def __init__(self, message: str, rows: list[int], table: pd.DataFrame):
         super().__init__(message)
-        self.rows = rows
+        self.rows, self.table = rows, table
 
 
 def load_predictions(path, required=('index', 'prediction')) -> pd.DataFrame:
@@ -172,7 +173,7 @@ def load_predictions(path, required=('index', 'prediction')) -> pd.DataFrame:
         if cut:
             raise CutReplies(f'{path}: {len(cut)} reply(s) in column \'prediction\' are exactly '
                              f'{XLSX_CELL_LIMIT:,} characters (row(s) {[i + 2 for i in cut[:10]]}), an xlsx cell\'s '
-                             'limit: cut, their final answers lost; nothing was scored', cut)
+                             'limit: cut, their final answers lost; nothing was scored', cut, df)
     if 'index' in df.columns:
         check_unique_index(df, path)
         if len(df) and all(_is_int_text(x) for x in df['index']):
@@ -187,8 +188,7 @@ def keep_uncut_replies(cut: CutReplies, path) -> str:
     target = os.path.splitext(str(path))[0] + '.tsv'
     if os.path.exists(target):
         return f'{cut}. Rerun with PRED_FORMAT=tsv ({target} exists and is left as it is)'
-    df = read_table(path)
-    kept = df.drop(index=df.index[cut.rows])
+    kept = cut.table.drop(index=cut.table.index[cut.rows])
     write_predictions_table(kept, target)
     return (f'{cut}. The other {len(kept)} replies are kept in {target}; rerun with PRED_FORMAT=tsv and --reuse: '
             f'the model is asked again for the {len(cut.rows)} cut row(s) only')

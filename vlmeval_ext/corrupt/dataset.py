@@ -39,17 +39,16 @@ def seed_from_earlier_run(sub_dir: str) -> str | None:
     files beside the predictions) gets the `_RC` folder of the latest earlier run of the same model and dataset:
     the kit's judge results in it are kept only for rows that are the very same (their `.rows-sha1`, see
     `_score_part`), so evaluating the same predictions again asks no judge call. Returns the folder copied."""
+    from vlmeval.smp.file import list_eval_run_dirs
     if osp.exists(sub_dir):
         return None
-    runs = osp.dirname(osp.dirname(sub_dir))
-    here = osp.basename(osp.dirname(sub_dir))
-    earlier = [osp.join(runs, d, osp.basename(sub_dir)) for d in os.listdir(runs) if d != here]
-    earlier = [d for d in earlier if osp.isdir(d) and not osp.islink(d)]
-    if not earlier:
-        return None
-    latest = max(earlier, key=osp.getmtime)
-    shutil.copytree(latest, sub_dir, symlinks=True)
-    return latest
+    here = osp.dirname(sub_dir)
+    for run in list_eval_run_dirs(osp.dirname(here), current_run_dir=here):      # the newest first
+        earlier = osp.join(run, osp.basename(sub_dir))
+        if osp.isdir(earlier) and not osp.islink(earlier):
+            shutil.copytree(earlier, sub_dir, symlinks=True)
+            return earlier
+    return None
 
 
 def base_rows(base, part: pd.DataFrame, where: str) -> pd.DataFrame:
