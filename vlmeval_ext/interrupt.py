@@ -3,12 +3,12 @@
 `STOP` is the one switch every judge of ours reads (vlmeval_ext.judging.CachedJudge makes no call once it is set).
 `handling_ctrl_c()` (the launcher and `vlmeval-ext eval` run in it) installs a SIGINT handler for the first Ctrl-C:
 
-- it sets STOP and cancels every call still queued in the process's thread pools (the kit submits all of a
-  dataset's calls at once; a queued call that has not started is never sent), then lets KeyboardInterrupt unwind
-  the kit's loop. Calls already in flight may finish for a few seconds: a judge verdict that arrives is stored;
-  after GRACE_S seconds the process ends anyway;
+- it sets STOP (every judge of ours refuses further calls), cancels every call still queued in the process's
+  thread pools (the kit submits all of a dataset's calls at once; a queued call that has not started is never
+  sent) and lets KeyboardInterrupt unwind the kit's loop, the last two in one step. Calls already in flight may
+  finish for a few seconds: a judge verdict that arrives is stored; after GRACE_S seconds the process ends anyway;
 - KeyboardInterrupt is never raised while the kit is writing one of its files (a half-written checkpoint would
-  lose every answer it held): it is delivered a moment later, once the write is done;
+  lose every answer it held): the cancelling and the raise come a moment later, once the write is done;
 - a second Ctrl-C ends the process at once.
 The caller prints the summary line and exits 130 (`exit_status`).
 """
@@ -74,10 +74,8 @@ def _end_now() -> None:
 def _handler(signum, frame):
     if STOP.reason == 'interrupted' and not _state['pending_raise']:
         _end_now()                                             # a second Ctrl-C
-    first = STOP.reason != 'interrupted'
-    STOP.set('interrupted')
-    if first:
-        cancel_queued_calls()
+    if STOP.reason != 'interrupted':
+        STOP.set('interrupted')
         timer = threading.Timer(GRACE_S, _end_now)
         timer.daemon = True
         timer.start()
@@ -86,6 +84,9 @@ def _handler(signum, frame):
         threading.Timer(0.05, _redeliver).start()
         return
     _state['pending_raise'] = False
+    # Cancelled only now, in the same step as the raise: the kit's loop (`as_completed` + `future.result()`)
+    # would meet a call cancelled while it goes on as a CancelledError, logged as an evaluation error.
+    cancel_queued_calls()
     raise KeyboardInterrupt
 
 

@@ -30,7 +30,7 @@ from vlmeval_ext.dataset.utils.rbench_full import model_prompt
 from vlmeval_ext.dataset.utils.rbench_full import parse_captions
 from helpers.kit_run import REPO_ROOT, kit_environment, loopback_model_config, run_kit, write_config
 
-from helpers.rbench_play import BROKEN, DATA, MODEL, ScriptedModel, _assert_scores, _cache_keys, _demo, _judge_requests, _newest_kit_file, _score_json, expected_rows, unparseable_item
+from helpers.rbench_play import BROKEN, DATA, MODEL, ScriptedModel, _assert_scores, _cache_keys, _demo, _judge_requests, _logged_keys, _newest_kit_file, _score_json, expected_rows, unparseable_item
 
 
 # ------------------------------------------------------------------------------------------ the runs
@@ -88,7 +88,7 @@ def runs(tmp_path_factory):
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
-        out['killed'] = {'returncode': proc.returncode, 'cached': _cache_keys(work),
+        out['killed'] = {'returncode': proc.returncode, 'cached': _cache_keys(tmp / 'verdict-cache-efficient'),
                          'judge_requests': len(_judge_requests(server.log))}
         server.reset_log()
         server.latency = 0.0
@@ -157,9 +157,11 @@ def test_efficient_resume_after_kill(runs):
     assert killed['returncode'] == -signal.SIGKILL
     assert killed['cached'], 'the kill came before any verdict was stored'
     work = runs['tmp'] / 'efficient'
-    final = _cache_keys(work)
+    final = _cache_keys(runs['tmp'] / 'verdict-cache-efficient')
     # no verdict asked twice: every (prompt, slot) stored once, and the rerun asked only what was not stored
     assert len(final) == len(set(final))
+    logged = _logged_keys(work)                  # the readable log holds at least every call the rerun made
+    assert len(logged) == len(set(logged)) and set(final) - set(killed['cached']) <= set(logged) <= set(final)
     assert set(killed['cached']) <= set(final)
     assert 0 < len(killed['cached']) < len(final)            # killed mid-judging, not before or after
     asked_again = [r for r in _judge_requests(resumed['log']) if r.outcome == 'ok']

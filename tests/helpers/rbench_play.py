@@ -142,7 +142,20 @@ def _newest_kit_file(folder: Path, name: str) -> Path:
     return max((p for p in folder.rglob(name) if not p.is_symlink()), key=lambda p: p.stat().st_mtime)
 
 
-def _cache_keys(work: Path) -> list[tuple[str, str]]:
+def _cache_keys(cache: Path) -> list[tuple[str, int]]:
+    """(prompt sha256, slot) of every loopback-judge verdict in the verdict cache folder `cache`: the store itself,
+    committed call by call, so a SIGKILL at any moment leaves it exact."""
+    import sqlite3
+    db = sqlite3.connect(str(cache / 'verdicts.sqlite'), timeout=30)
+    try:
+        return [tuple(r) for r in db.execute("SELECT prompt_sha256, slot FROM verdicts WHERE judge = 'loopback-judge'")]
+    finally:
+        db.close()
+
+
+def _logged_keys(work: Path) -> list[tuple[str, int]]:
+    """(prompt sha256, slot) of each line of the newest `_verdicts.jsonl` log. A process killed between storing
+    a verdict and logging it leaves that line out (or torn): the log is a readable record, the cache is the store."""
     path = _newest_kit_file(work / MODEL, f'{MODEL}_{DATA}_loopback-judge_verdicts.jsonl')
     keys = []
     for line in path.read_text().splitlines():
