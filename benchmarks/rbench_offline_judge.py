@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests'))
 
 from helpers.fixtures import llava15_items, read_official_results, unpacked_fixtures  # noqa: E402
 from vlmeval_ext.offline_judge import (  # noqa: E402
-    CAP_FEATURES, CAP_TOKEN_FEATURES, OFFLINE_LABEL, VQA_FEATURES, VQA_TOKEN_FEATURES, OfflineJudge, _norm,
+    CAP_FEATURES, CAP_TOKEN_FEATURES, OFFLINE_LABEL, VQA_FEATURES, VQA_TOKEN_FEATURES, Item, OfflineJudge, _norm,
     _alternatives, _sentences, apply_linear, cap_verdicts, fit_calibration, fit_linear, fit_pair_metric,
     pair_vector, sum_verdicts, votes_for
 )
@@ -157,7 +157,7 @@ def main():
     ap.add_argument('--out', default=str(Path(__file__).with_suffix('.md')))
     args = ap.parse_args()
     fx = Path(args.fixtures)
-    items = llava15_items(fx)
+    items = [Item(it) for it in llava15_items(fx)]       # the judge reads an item's fields by attribute
     gpt_all = np.array(read_official_results(fx / 'Result_dis_llava15.csv'))
     t0 = time.time()
     judge = OfflineJudge()
