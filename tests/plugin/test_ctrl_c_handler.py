@@ -12,7 +12,7 @@ from helpers.kit_run import REPO_ROOT
 # Runs in a process of its own: the handler is process-wide. The first finished call's result, when the kit
 # pickles it into the progress file, raises SIGINT: the signal lands inside the kit's dump.
 SCRIPT = textwrap.dedent('''
-    import os, pickle, signal, sys, time
+    import os, signal, sys, time
     from vlmeval.smp import load
     from vlmeval.utils.mp_util import track_progress_rich
     from vlmeval_ext.interrupt import handling_ctrl_c
