@@ -23,7 +23,8 @@ pip_q() {
   "$VENV/bin/python" -m pip install -q "$@" >"$log" 2>&1 || rc=$?
   grep -v '^WARNING: Location' "$log" >&2 || true
   rm -f "$log"
-  [ "$rc" = 0 ] || fail "pip install $* failed in $VENV (exit $rc; pip's output above)"
+  [ "$rc" = 0 ] || fail "pip install $* failed in $VENV (exit $rc; pip's output above;" \
+                        "$(df -h --output=avail "$VENV" | tail -n 1 | tr -d ' ') of disk free there)"
 }
 
 # The fingerprint of what a venv is built from: setup.py, this script, and the words given (source identities).
@@ -33,11 +34,24 @@ fingerprint() {
 
 up_to_date() { [ -x "$VENV/bin/python" ] && [ -f "$VENV/.vlmeval-ext-setup" ] && [ "$(cat "$VENV/.vlmeval-ext-setup")" = "$1" ]; }
 
+# The other test venv, when it is complete: its torch stack is hard-linked into a new venv (scripts/share_torch.py)
+# instead of installed a second time, so that the two venvs need about 9 GB of disk, not 15.
+sibling_venv() {
+  local other
+  case "$VENV" in "$ROOT/.venv") other="$ROOT/.venv-upstream" ;; *) other="$ROOT/.venv" ;; esac
+  [ -x "$other/bin/python" ] && [ -f "$other/.vlmeval-ext-setup" ] && echo "$other"
+}
+
 new_venv() {
   echo "[setup] preparing $VENV (first run: a few minutes)" >&2
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   rm -f "$VENV/.vlmeval-ext-setup"
   pip_q --upgrade pip
+  local other site
+  site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  if [ ! -d "$site/torch" ] && other="$(sibling_venv)"; then
+    "$other/bin/python" "$ROOT/scripts/share_torch.py" "$site" "${TORCH[0]#torch==}" "${TORCH[1]#torchvision==}" || true
+  fi
   pip_q "${TORCH[@]}"
 }
 

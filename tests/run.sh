@@ -30,13 +30,16 @@ upstream_source() {
 }
 
 # run_leg NAME VENV SETUP-ARGS...: sets up the venv, runs pytest in it; returns pytest's exit status.
+# A passing test's tmp_path is removed when it passes (a leg writes about 1 GB of them); a failing one's is kept.
 run_leg() {
   local name="$1" venv="$2"; shift 2
   echo "================ tests on $name ================"
   local start=$SECONDS
+  echo "[tests] $name: $(df -h --output=avail "$ROOT" | tail -n 1 | tr -d ' ') of disk free before set-up"
   bash scripts/setup_venv.sh "$@" || { echo "[tests] $name: setting up $venv failed" >&2; return 1; }
   echo "[tests] $name: venv ready in $((SECONDS - start)) s"
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --durations=15 "${PYTEST_ARGS[@]}"
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed \
+    -n "${PYTEST_WORKERS:-2}" --durations=15 "${PYTEST_ARGS[@]}"
 }
 
 # The report's browser test needs a Chromium; Debian's package, installed here when there is none.
