@@ -35,7 +35,7 @@ fingerprint() {
 up_to_date() { [ -x "$VENV/bin/python" ] && [ -f "$VENV/.vlmeval-ext-setup" ] && [ "$(cat "$VENV/.vlmeval-ext-setup")" = "$1" ]; }
 
 # The other test venv, when it is complete: its torch stack is hard-linked into a new venv (scripts/share_torch.py)
-# instead of installed a second time, so that the two venvs need about 9 GB of disk, not 15.
+# instead of installed a second time, so that the two venvs need about 9.5 GB of disk, not 15.
 sibling_venv() {
   local other
   case "$VENV" in "$ROOT/.venv") other="$ROOT/.venv-upstream" ;; *) other="$ROOT/.venv" ;; esac

@@ -49,7 +49,7 @@ def link_all(site, rels, target):
         for rel in rels:
             src, dst = site / rel, target / rel
             if not src.is_file():
-                continue  # a RECORD line for a file that was never written (some .pyc)
+                continue  # a RECORD line whose file is no longer there
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.link(src, dst)
             made.append(dst)

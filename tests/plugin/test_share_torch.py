@@ -4,12 +4,11 @@ folder has torch already, and leaves nothing behind when it cannot link."""
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
-
-import torch
 
 from helpers.kit_run import REPO_ROOT
 
@@ -37,7 +36,7 @@ def test_the_torch_stack_is_linked_not_copied_and_the_new_python_imports_it(tmp_
         return
     assert done.returncode == 0, done.stderr
     assert 'hard-linked' in done.stderr
-    source = Path(torch.__file__)
+    source = Path(importlib.util.find_spec('torch').origin)   # without importing torch here
     linked = target / 'torch' / '__init__.py'
     assert os.stat(linked).st_ino == os.stat(source).st_ino
     assert (target / f'torch-{PINS[0]}.dist-info' / 'RECORD').is_file()
@@ -48,7 +47,8 @@ def test_the_torch_stack_is_linked_not_copied_and_the_new_python_imports_it(tmp_
                             'import torch; print(torch.__file__, torch.__version__)', str(target)],
                            capture_output=True, text=True, timeout=300)
     assert probe.returncode == 0, probe.stderr
-    assert probe.stdout.split() == [str(linked), torch.__version__]
+    assert probe.stdout.split()[0] == str(linked)
+    assert probe.stdout.split()[1].split('+')[0] == PINS[0]
     # A second time: the folder has torch, and nothing is linked over it.
     again = share(target, *PINS)
     assert again.returncode == 3 and 'already has torch' in again.stderr
