@@ -11,11 +11,12 @@ each as one named step around the kit dialect's own methods (which stay the file
   counted as a missing item; image files are written only inside the image folder, stamped with the TSV's md5;
 - the judge: the `judge()` hook answers with a CachedJudge (vlmeval_ext.judging): the kit's judge behind the
   verdict cache, counted retries, a dead-judge switch, one test call first;
-- evaluate: our judge options taken out of the kit's judge arguments; a reply echoing a configured key masked in
-  the predictions file (one line); the predictions checked against the dataset (vlmeval_ext.coverage); then the kit
-  dialect's own evaluate; then the score file gains `coverage`, notes and intervals, and the plots are drawn. When
-  the judge could not give every verdict (down, the cache failed, Ctrl-C), the score file is moved aside as
-  `<stem>_score_incomplete.json` and the evaluation fails with one line saying how to resume.
+- evaluate: one evaluation of a predictions file at a time (vlmeval_ext.locks: a second one waits, then reuses the
+  first one's verdicts); our judge options taken out of the kit's judge arguments; a reply echoing a configured key
+  masked in the predictions file (one line); the predictions checked against the dataset (vlmeval_ext.coverage);
+  then the kit dialect's own evaluate; then the score file gains `coverage`, notes and intervals, and the plots are
+  drawn. When the judge could not give every verdict (down, the cache failed, Ctrl-C), the score file is moved aside
+  as `<stem>_score_incomplete.json` and the evaluation fails with one line saying how to resume.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from vlmeval_ext.io import (CutReplies, DataError, file_md5, keep_uncut_replies,
                             safe_name, stem_path, write_json)
 from vlmeval_ext.judging import (NO_JUDGE, OFFLINE_JUDGES, PLUGIN_OPTIONS, PROTOCOL_OPTIONS, CachedJudge,
                                  build_kit_judge, check_judge_options, preflight, shared_store)
+from vlmeval_ext.locks import evaluation_lock
 from vlmeval_ext.loading import (KIT_REFERENCE_MAX, BadImageCell, default_suffix, images_from_tsv,
                                  kit_ready_table, safe_join, write_image_cell)
 from vlmeval_ext.registry import BENCHMARKS, SMOKE_TEST_MODELS, load_object
@@ -257,10 +259,13 @@ class PluginDataset(LoadingChecks):
 
     # -- evaluate
     def evaluate(self, eval_file, **judge_kwargs):
+        with evaluation_lock(eval_file, self.record().title):
+            return self._evaluate(str(eval_file), **judge_kwargs)
+
+    def _evaluate(self, eval_file: str, **judge_kwargs):
         from vlmeval_ext.coverage import check_against_dataset, coverage_line
         from vlmeval_ext.secrets import mask_echoed_keys
         from vlmeval_ext.verbatim import restore as restore_verbatim
-        eval_file = str(eval_file)
         record = self.record()
         ours = {k: judge_kwargs.pop(k) for k in (*PLUGIN_OPTIONS, *PROTOCOL_OPTIONS) if k in judge_kwargs}
         options = check_judge_options({**RUN_OPTIONS, **ours})

@@ -46,6 +46,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 from vlmeval_ext.errors import EndpointUnavailable, ExtError, KitEntryPointNotFound, RefusedArgument, report
+from vlmeval_ext.locks import LOCK_DIR, open_lock_file
 
 PREFIX = '[vlmeval-ext]'
 RUN_PY_OVERRIDE = 'VLMEVALKIT_RUN_PY'
@@ -604,9 +605,6 @@ def saved_predictions(plan: RunPlan) -> dict[tuple[str, str], int]:
 
 
 # ---- one run per model x dataset -------------------------------------------------------------------------------
-LOCK_DIR = '.vlmeval-ext-locks'
-
-
 class WorkDirBusy(ExtError):
     """Another run holds a model x dataset of this run."""
 
@@ -633,12 +631,7 @@ def combination_locks(plan: RunPlan, first_rank: bool = True):
         for model in plan.models:
             for dataset in plan.datasets:
                 path = folder / f'{safe_name(model)}__{safe_name(dataset)}.lock'
-                try:
-                    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-                except OSError as err:
-                    why = 'it is a symbolic link' if path.is_symlink() else (err.strerror or str(err))
-                    raise ExtError(f'{path}: cannot use it as a lock ({why}); remove it or use another '
-                                   '--work-dir') from None
+                fd = open_lock_file(path, 'remove it or use another --work-dir')
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:

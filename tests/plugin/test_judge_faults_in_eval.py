@@ -1,11 +1,15 @@
 """Reliability of `vlmeval-ext eval` (no inference, so in-process; imports the kit once): a dead judge stops the
-evaluation before any work, and two evaluations of the same predictions in one work dir share the verdict
-cache without corrupting it (issue 8).
+evaluation before any work, and two evaluations of the same predictions at once take turns: the second waits
+for the first, then takes its verdicts, so no judge call is paid twice and each returns a result of every item.
 """
 from __future__ import annotations
 
 import json
 import multiprocessing
+import re
+import subprocess
+import sys
+import threading
 import time
 
 import pandas as pd
@@ -89,12 +93,14 @@ def test_judge_down_is_a_clear_error_before_any_work(grab_cls, judge_server, tmp
 
 def _evaluate_in_child(pred_path: str, queue) -> None:
     from vlmeval_ext.datasets import GRAB
-    GRAB.for_predictions('GRAB_DEMO', pred_path).evaluate(pred_path, model='loopback-judge', nproc=4,
-                                                          judge_backoff=0.05)
-    queue.put(json.loads(open(pred_path.replace('.tsv', '_score.json')).read())['llm_extracted']['Overall'])
+    table = GRAB.for_predictions('GRAB_DEMO', pred_path).evaluate(pred_path, model='loopback-judge', nproc=4,
+                                                                  judge_backoff=0.05)
+    row = table[table['GRAB scoring'] == 'llm_extracted'].iloc[0]
+    queue.put((float(row['Overall (%)']), int(row['scored (items)'])))
 
 
-def test_two_parallel_evaluations_share_the_cache_without_corrupting_it(grab_cls, judge_server, tmp_path):
+def test_two_evaluations_of_the_same_predictions_at_once_take_turns_and_pay_each_call_once(
+        grab_cls, judge_server, tmp_path, capfd):
     path, data = _predictions(tmp_path)
     n = len(data)
     ctx = multiprocessing.get_context('fork')
@@ -105,21 +111,67 @@ def test_two_parallel_evaluations_share_the_cache_without_corrupting_it(grab_cls
     for child in children:
         child.join(timeout=300)
         assert child.exitcode == 0
-    overall = [queue.get(timeout=5) for _ in children]
+    results = [queue.get(timeout=5) for _ in children]
     expected = 100 * sum(1 for i in range(n) if i % 3 < 2) / n
-    assert overall == [pytest.approx(expected, abs=1e-3)] * 2
-    # Every line of the call log is a whole record; both writers went on with the one stored verdict of a prompt.
+    # Each evaluation's own result (the table it returned) holds every item, not a progress file another wrote.
+    assert results == [(pytest.approx(expected, abs=0.05), n)] * 2
+    # One judge call per distinct prompt in all: the second evaluation took the first one's verdicts.
+    out = capfd.readouterr().out
     cache = tmp_path / 'LoopbackGPT_GRAB_DEMO_loopback-judge_verdicts.jsonl'
     records = [json.loads(line) for line in cache.read_text().splitlines()]
-    prompts = {r['prompt_sha256'] for r in records}
     judge_calls = judge_server.count(JUDGE_MARK)
     distinct = len({p for p in (r.prompt for r in judge_server.log) if JUDGE_MARK in p})
-    assert len(prompts) == distinct and distinct <= judge_calls <= 2 * distinct and len(records) == judge_calls
+    assert distinct == n and judge_calls == distinct and len(records) == judge_calls
+    assert len({r['prompt_sha256'] for r in records}) == distinct
+    paid = sorted(int(m) for m in re.findall(r'judge loopback-judge: (\d+) call\(s\) made', out))
+    assert paid == [0, n], out[-2000:]
+    assert out.count('another evaluation of it is running') <= 1
     # A third evaluation reuses every verdict: no judge call, same score.
     judge_server.reset_log()
     grab_cls.for_predictions('GRAB_DEMO', path).evaluate(str(path), model='loopback-judge', nproc=4)
     scores = json.loads((tmp_path / 'LoopbackGPT_GRAB_DEMO_score.json').read_text())
     assert judge_server.count(JUDGE_MARK) == 0 and scores['judge_calls']['made'] == 0
     assert scores['llm_extracted']['Overall'] == pytest.approx(expected, abs=1e-3)
-    print(f'\n[figures] parallel eval: 2 evaluators, {judge_calls} judge calls for {distinct} distinct prompts of '
-          f'{n} items, {len(records)} call-log lines, 0 torn; third evaluation 0 calls')
+    print(f'\n[figures] two evaluations at once: {judge_calls} judge calls for {distinct} distinct prompts of '
+          f'{n} items, {len(records)} call-log lines; third evaluation 0 calls')
+
+
+def _hold_the_evaluation_lock(pred_path: str) -> subprocess.Popen:
+    """Another process holding the evaluation lock of `pred_path` until its stdin closes."""
+    code = ('import sys\nfrom vlmeval_ext.locks import evaluation_lock\n'
+            f'with evaluation_lock({pred_path!r}, "holder"):\n'
+            '    print("held", flush=True)\n    sys.stdin.read()\n')
+    holder = subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == 'held'
+    return holder
+
+
+def test_an_evaluation_waits_while_another_holds_its_predictions_then_finishes(
+        grab_cls, judge_server, tmp_path, capsys):
+    path, data = _predictions(tmp_path)
+    holder = _hold_the_evaluation_lock(str(path))
+    outcome = {}
+
+    def evaluate():
+        try:
+            outcome['table'] = grab_cls.for_predictions('GRAB_DEMO', path).evaluate(str(path), model='loopback-judge')
+        except BaseException as err:       # reported by the assertions below
+            outcome['error'] = err
+    worker = threading.Thread(target=evaluate)
+    try:
+        worker.start()
+        said, deadline = '', time.time() + 120
+        while 'another evaluation of it is running' not in said and worker.is_alive() and time.time() < deadline:
+            time.sleep(0.1)
+            said += capsys.readouterr().out
+        assert f'another evaluation of it is running (pid {holder.pid})' in said, (said[-2000:], outcome)
+        worker.join(timeout=2)
+        assert worker.is_alive() and not outcome, outcome        # waiting: no result, no call to the judge
+        assert judge_server.count(JUDGE_MARK) == 0 and not (tmp_path / 'LoopbackGPT_GRAB_DEMO_score.json').exists()
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    worker.join(timeout=120)
+    assert not worker.is_alive() and 'error' not in outcome, outcome
+    assert judge_server.count(JUDGE_MARK) == len(data)
+    assert (tmp_path / '.vlmeval-ext-locks' / 'LoopbackGPT_GRAB_DEMO.tsv.lock').read_text() == ''   # released

@@ -19,6 +19,7 @@ from vlmeval_ext.corrupt import variants as V
 from vlmeval_ext.datasets import LoadingChecks
 from vlmeval_ext.io import (CutReplies, DataError, keep_uncut_replies, lmu_data_root, load_predictions, stem_path,
                             write_json)
+from vlmeval_ext.locks import evaluation_lock
 from vlmeval_ext.predictions import EMPTY, FAILED, classify_prediction, is_missing
 
 IMAGE_COLUMNS = ('image', 'image_path')
@@ -156,6 +157,10 @@ class CorruptedDataset(LoadingChecks, _TextTSV):
         return K.kit_headline(result), {int(i): scores.get(int(i)) for i in rows['index']}
 
     def evaluate(self, eval_file, **judge_kwargs):
+        with evaluation_lock(eval_file, self.dataset_name):
+            return self._evaluate(eval_file, **judge_kwargs)
+
+    def _evaluate(self, eval_file, **judge_kwargs):
         try:
             pred = load_predictions(eval_file, required=('index', 'prediction', *V.RC_COLUMNS))
         except CutReplies as cut:

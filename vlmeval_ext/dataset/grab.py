@@ -178,9 +178,9 @@ class GRAB(ImageBaseDataset):
             if done.get(key, {}).get('extracted') is None:
                 tasks[key] = (judge, row['question'], row['prediction'])
         if tasks:
-            track_progress_rich(extract_answer, list(tasks.values()), nproc=nproc, save=tmp,
-                                keys=list(tasks))
-            done = load(tmp)
+            results = track_progress_rich(extract_answer, list(tasks.values()), nproc=nproc,
+                                          save=tmp, keys=list(tasks))
+            done.update(zip(tasks, results))
         failed = []
         for row in rows:
             if row['index'] in keys:

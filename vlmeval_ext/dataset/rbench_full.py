@@ -218,9 +218,9 @@ class RBenchFull(ImageBaseDataset):
                 demands[p][1]) and not any(n(v) for n, v in zip(demands[p][1], got['verdicts']))
         todo = [p for p in demands if not settled(p)]
         if todo:
-            track_progress_rich(ask, [(judge, p, *demands[p][:2]) for p in todo], nproc=nproc,
-                                save=tmp, keys=[key[p] for p in todo])
-            done = load(tmp)
+            results = track_progress_rich(ask, [(judge, p, *demands[p][:2]) for p in todo],
+                                          nproc=nproc, save=tmp, keys=[key[p] for p in todo])
+            done.update((key[p], result) for p, result in zip(todo, results))
         answers = {p: done[key[p]] for p in demands}
         by_key = {p.key: p for p in plans}
         got = assign(demands, answers)
