@@ -30,11 +30,12 @@ def evaluation_lock(eval_file, title: str):
     name>.lock`). A second evaluation of the same file waits for the first, with one line saying so, and then finds
     the first one's verdicts in the progress file beside the predictions: no judge call is paid twice, and no result
     file is written by two processes at once. The same process entering again (a benchmark evaluating inside
-    another) goes on."""
+    another) goes on, and so does the evaluation of a file that is not there (it fails with its own error, and no
+    lock is left for it)."""
     import fcntl
     eval_file = Path(eval_file)
     key = str(eval_file.resolve())
-    if key in _EVALUATIONS_HELD:
+    if key in _EVALUATIONS_HELD or not eval_file.is_file():
         yield
         return
     folder = eval_file.parent / LOCK_DIR
