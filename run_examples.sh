@@ -6,12 +6,20 @@
 #                                             the tables
 #   MODEL=InternVL2-1B DATA="R-Bench-Full GRAB" JUDGE=gpt-4o-mini [JUDGE_BASE_URL=http://host:8000/v1] \
 #     [WORK_DIR=outputs] bash run_examples.sh the real thing (keys from the environment, e.g. OPENAI_API_KEY)
+#   PYTHON_VERSION=3.10 bash run_examples.sh  either of the above on Python 3.10 (or 3.12), in .venv-py3.10
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
-bash scripts/setup_venv.sh        # .venv with torch and ms-vlmeval 0.0.20 (PyPI's VLMEvalKit), if not there yet
+# .venv with torch and ms-vlmeval 0.0.20 (PyPI's VLMEvalKit), if not there yet; PYTHON_VERSION=3.10 (or 3.12): the
+# same in .venv-py3.10 on that Python
+if [ -n "${PYTHON_VERSION:-}" ]; then
+  bash scripts/setup_venv.sh --python "$PYTHON_VERSION"
+  PY="$ROOT/.venv-py$PYTHON_VERSION/bin/python"
+else
+  bash scripts/setup_venv.sh
+  PY="$ROOT/.venv/bin/python"
+fi
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg PYTHONWARNINGS=ignore
-PY="$ROOT/.venv/bin/python"
 
 if [ -n "${MODEL:-}${DATA:-}" ]; then
   : "${MODEL:?set MODEL (a kit model name)}" "${DATA:?set DATA (dataset names)}"

@@ -2,6 +2,9 @@
 # Creates or refreshes a venv for vlmeval-ext (run by run_examples.sh and tests/run.sh):
 #   bash scripts/setup_venv.sh                 .venv: torch, then `pip install -e '.[ms,test]'` (the kit is
 #                                              ms-vlmeval 0.0.20, PyPI's VLMEvalKit)
+#   bash scripts/setup_venv.sh --python X.Y    .venv-pyX.Y: the same as .venv, on another Python (3.10, 3.12); the
+#                                              interpreter is $PYTHON_X_Y (e.g. PYTHON_3_10), else pythonX.Y on the
+#                                              PATH, else pyenv's newest X.Y; torch comes from the package index
 #   bash scripts/setup_venv.sh --upstream SRC  .venv-upstream: torch, an upstream VLMEvalKit installed editable from
 #                                              SRC (a checkout folder, or a .tar.gz of one, unpacked into the venv),
 #                                              rouge_score, then `pip install -e '.[test]'`; checks afterwards that
@@ -38,7 +41,11 @@ up_to_date() { [ -x "$VENV/bin/python" ] && [ -f "$VENV/.vlmeval-ext-setup" ] &&
 # instead of installed a second time, so that the two venvs need about 9.5 GB of disk, not 15.
 sibling_venv() {
   local other
-  case "$VENV" in "$ROOT/.venv") other="$ROOT/.venv-upstream" ;; *) other="$ROOT/.venv" ;; esac
+  case "$VENV" in
+    "$ROOT/.venv") other="$ROOT/.venv-upstream" ;;
+    "$ROOT/.venv-upstream") other="$ROOT/.venv" ;;
+    *) return 1 ;;                       # another Python: its torch is built for that Python
+  esac
   [ -x "$other/bin/python" ] && [ -f "$other/.vlmeval-ext-setup" ] && echo "$other"
 }
 
@@ -107,8 +114,41 @@ EOF
   echo "$want" > "$VENV/.vlmeval-ext-setup"
 }
 
+# find_python X.Y: the path of a Python X.Y interpreter, or nothing.
+find_python() {
+  local want="$1" var cand prefix
+  var="PYTHON_${want//./_}"
+  # a candidate counts when it runs and is that version (a pyenv shim of a version not selected does not run)
+  for cand in "${!var:-}" "python$want"; do
+    [ -n "$cand" ] && [ "$("$cand" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$want" ] \
+      && { command -v "$cand"; return 0; }
+  done
+  if command -v pyenv >/dev/null; then
+    cand="$(pyenv versions --bare 2>/dev/null | grep -E "^$want\.[0-9]+$" | sort -V | tail -n 1)"
+    if [ -n "$cand" ] && prefix="$(pyenv prefix "$cand" 2>/dev/null)" && [ -x "$prefix/bin/python$want" ]; then
+      echo "$prefix/bin/python$want"; return 0
+    fi
+  fi
+  return 1
+}
+
+setup_python() {
+  local version="$1" want
+  PY="$(find_python "$version")" || fail "no Python $version here: set PYTHON_${version//./_}=/path/to/python$version," \
+                                          "put python$version on the PATH, or \`pyenv install $version\`"
+  VENV="$ROOT/.venv-py$version"
+  want="$(fingerprint "python-$version" "$("$PY" -c 'import sys; print(sys.version)')")"
+  up_to_date "$want" && return 0
+  new_venv
+  pip_q -e "$ROOT[ms,test]"
+  "$VENV/bin/python" -c "import importlib.metadata as m; m.version('ms-vlmeval')
+import torch, torchvision, vlmeval_ext, yaml, cv2, pytest" || fail "the environment in $VENV is incomplete (see pip's output above)"
+  echo "$want" > "$VENV/.vlmeval-ext-setup"
+}
+
 case "${1:-}" in
   '') setup_ms ;;
+  --python) [ -n "${2:-}" ] || fail "--python needs a version, e.g. 3.10"; setup_python "$2" ;;
   --upstream) [ -n "${2:-}" ] || fail "--upstream needs a VLMEvalKit checkout folder or .tar.gz"; setup_upstream "$2" ;;
-  *) fail "usage: bash scripts/setup_venv.sh [--upstream VLMEVALKIT_CHECKOUT_OR_TAR_GZ]" ;;
+  *) fail "usage: bash scripts/setup_venv.sh [--upstream VLMEVALKIT_CHECKOUT_OR_TAR_GZ | --python X.Y]" ;;
 esac

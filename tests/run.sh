@@ -5,7 +5,11 @@
 #     upstream    an upstream VLMEvalKit checkout installed editable, in .venv-upstream; its source is
 #                 $VLMEVALKIT_SRC (a checkout folder or a .tar.gz of one), else ../shared/vendor/VLMEvalKit-*.tar.gz
 #                 beside this checkout; with neither, this leg does not run and the script says so
-#   bash tests/run.sh --kit ms|upstream [PYTEST ARGS]   one leg only
+#     py3.10      Python 3.10 (the kit's users' usual one), ms-vlmeval 0.0.20, in .venv-py3.10: every module
+#                 imports, tests/datasets, and the demo through run.py
+#     py3.12      Python 3.12, ms-vlmeval 0.0.20, in .venv-py3.12: every module imports, and the demo
+#                 (the full suite runs on Python 3.11, the two legs above)
+#   bash tests/run.sh --kit ms|upstream|py3.10|py3.12 [PYTEST ARGS]   one leg only
 # Exit status: 0 when every leg that ran passed, 1 when any failed.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,11 +17,11 @@ cd "$ROOT"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
 export LITELLM_LOCAL_MODEL_COST_MAP=True   # the upstream kit imports litellm, which would fetch its price map
 
-legs=(ms upstream)
+legs=(ms upstream py3.10 py3.12)
 if [ "${1:-}" = --kit ]; then
   case "${2:-}" in
-    ms|upstream) legs=("$2"); shift 2 ;;
-    *) echo "usage: bash tests/run.sh [--kit ms|upstream] [PYTEST ARGS]" >&2; exit 2 ;;
+    ms|upstream|py3.10|py3.12) legs=("$2"); shift 2 ;;
+    *) echo "usage: bash tests/run.sh [--kit ms|upstream|py3.10|py3.12] [PYTEST ARGS]" >&2; exit 2 ;;
   esac
 fi
 
@@ -40,6 +44,28 @@ run_leg() {
   echo "[tests] $name: venv ready in $((SECONDS - start)) s"
   "$venv/bin/python" -m pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed \
     -n "${PYTEST_WORKERS:-2}" --durations=15 "${PYTEST_ARGS[@]}"
+}
+
+# run_python_leg X.Y TEST-PATH...: another Python's venv, the given tests, then the demo through run.py (its output
+# in a log, shown when it fails); returns 0 when both passed.
+run_python_leg() {
+  local version="$1"; shift
+  echo "================ Python $version (ms-vlmeval 0.0.20) ================"
+  local start=$SECONDS venv="$ROOT/.venv-py$version" demo_dir log rc=0
+  bash scripts/setup_venv.sh --python "$version" || { echo "[tests] py$version: setting up $venv failed" >&2; return 1; }
+  echo "[tests] py$version: venv ready in $((SECONDS - start)) s ($("$venv/bin/python" -V))"
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed -n "${PYTEST_WORKERS:-2}" \
+    "$@" || rc=1
+  demo_dir="$(mktemp -d)"; log="$demo_dir/demo.log"
+  if PYTHON_VERSION="$version" WORK_DIR="$demo_dir/out" bash run_examples.sh >"$log" 2>&1; then
+    echo "[tests] py$version: demo through run.py passed ($(grep -c '^| ' "$log") table rows; $(tail -n 1 "$log"))"
+    rm -rf "$demo_dir"
+  else
+    echo "[tests] py$version: demo through run.py FAILED; its last lines ($log):" >&2
+    tail -n 40 "$log" >&2
+    rc=1
+  fi
+  return "$rc"
 }
 
 # The report's browser test needs a Chromium; Debian's package, installed here when there is none.
@@ -75,6 +101,8 @@ for leg in "${legs[@]}"; do
         continue
       fi
       run_leg "upstream VLMEvalKit ($src)" .venv-upstream --upstream "$src"; rc=$? ;;
+    py3.10) run_python_leg 3.10 tests/datasets tests/plugin/test_every_module_imports.py; rc=$? ;;
+    py3.12) run_python_leg 3.12 tests/plugin/test_every_module_imports.py; rc=$? ;;
   esac
   [ "$rc" = 0 ] || status=1
   summary+=("$leg: $([ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)") in $((SECONDS - start)) s")

@@ -64,7 +64,6 @@ class LoadingChecks:
     """Strict loading for a kit ImageBaseDataset: the TSV must exist and match its md5, its table passes
     vlmeval_ext.loading's checks, bad image rows are left out and counted, image files stay in their folder."""
 
-    force_use_dataset_prompt = True       # our official prompts: models must not replace them with their own
     REQUIRED_COLUMNS: tuple = ('index',)
     DEMO_FILES: dict = {}                 # demo name -> shipped TSV path
     _from_predictions: str | None = None  # evaluate a predictions file without the TSV (vlmeval-ext eval)

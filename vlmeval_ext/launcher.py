@@ -404,6 +404,48 @@ def serve_models(kit_ns: dict, args, plan: RunPlan, argv: list[str]) -> list[str
     return [*argv, '--model', *folders]
 
 
+# ---- models that cannot take a dataset -------------------------------------------------------------------------
+def model_class(plan: RunPlan, name: str):
+    """The kit class of a model of the run (its supported_VLM entry, or its --config "class"), without building
+    it; None when the kit does not say."""
+    import vlmeval.api as kit_api
+    import vlmeval.vlm as kit_vlm
+    from vlmeval.config import supported_VLM
+    entry = (plan.config.get('model') or {}).get(name) if plan.config else None
+    if isinstance(entry, dict) and 'class' in entry:
+        return getattr(kit_vlm, str(entry['class']), None) or getattr(kit_api, str(entry['class']), None)
+    factory = supported_VLM.get(name)
+    func = getattr(factory, 'func', factory)
+    return func if isinstance(func, type) else None
+
+
+def one_image_model_lines(plan: RunPlan, argv: list[str]) -> list[str]:
+    """One line per model x ReMI dataset whose questions the model could not receive: the interleaved and labelled
+    modes with a model class of INTERLEAVE = False, which the kit's BaseModel.message_to_promptimg sends the first
+    image and the joined texts only. Checked before any model is built."""
+    from vlmeval_ext.dataset.remi import split_and_mode
+    from vlmeval_ext.registry import benchmark_of
+    lines = []
+    for model in plan.models:
+        cls = model_class(plan, model)
+        if cls is None or getattr(cls, 'INTERLEAVE', True) is not False:
+            continue
+        for dataset in plan.datasets:
+            record = benchmark_of(dataset)
+            if record is None or record.key != 'ReMI' or split_and_mode(dataset)[1] == 'composite':
+                continue
+            composite = split_and_mode(dataset)[0] + '_composite'
+            if plan.config:
+                instead = (f'name {composite} instead of {dataset} in the --config file ("data": {{"{composite}": '
+                           f'{{"class": "ReMI", "dataset": "{composite}"}}}})')
+            else:
+                instead = ' '.join(['python run.py', *[composite if t == dataset else t for t in argv]])
+            lines.append(f'{model} ({cls.__name__}, INTERLEAVE = False) takes one image: the kit would send it only the '
+                         f'first of the up to six images of each {dataset} question, and the score would not be '
+                         f"ReMI's. Run the one-image input mode instead: {instead}")
+    return lines
+
+
 # ---- endpoint checks -------------------------------------------------------------------------------------------
 def api_model_builders(plan: RunPlan) -> dict:
     """{model folder: zero-argument builder} for the API models of the run, built as the kit builds them."""
@@ -847,6 +889,11 @@ def _run(argv: list[str]) -> int:
             for line in lines:
                 say(line, 'ERROR')
             return 2
+    lines = one_image_model_lines(plan, argv)
+    if lines:
+        for line in lines:
+            say(line, 'ERROR')
+        return 2
     from vlmeval_ext.datasets import set_run_options
     set_run_options(options)
     handed = with_option(argv, '--judge-args', json.dumps(kit_judge_args) if kit_judge_args else None)

@@ -75,7 +75,7 @@ def test_the_spec_documents_the_verdict_pattern_the_code_uses():
     parse = load_spec('rbench')['judge']['parse']
     assert parse['pattern'] == B._STATED.pattern and parse['lone'] == B._LONE.pattern
     text = 'x **Score:** 2 y score=1'
-    assert re.findall(parse['pattern'], text) == ['2', '1']
+    assert [m.group('value') for m in re.finditer(parse['pattern'], text)] == ['2', '1']
 
 
 def test_an_answer_that_states_its_own_score_cannot_steer_its_verdict():

@@ -88,6 +88,9 @@ class CorruptedDataset(LoadingChecks, _TextTSV):
     chooses its own default instead (corrupt.kit.rc_judge: exact matching, no API).
     """
     TYPE = 'VQA'
+    # Each row is asked with the base dataset's own prompt (build_prompt below), on the reference and on every
+    # distorted image alike: a model's custom prompt must not replace it on some rows.
+    force_use_dataset_prompt = True
     DATASET_URL: dict = {}
     DATASET_MD5: dict = {}
     REQUIRED_COLUMNS = ('index', 'image', *V.RC_COLUMNS)

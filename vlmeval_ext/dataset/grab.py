@@ -62,6 +62,8 @@ class GRAB(ImageBaseDataset):
     TYPE = 'VQA'
     DATASET_URL = {'GRAB': ''}
     DATASET_MD5 = {}
+    # The README prompt is part of the benchmark: models must not replace it with their own.
+    force_use_dataset_prompt = True
 
     def load_data(self, dataset):
         # The kit's `load` reads answers as numbers ("3.0" -> 3.0); they are compared as text.

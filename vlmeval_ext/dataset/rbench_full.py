@@ -110,6 +110,9 @@ class RBenchFull(ImageBaseDataset):
     DATASET_URL = {'R-Bench-Full': '', **{name: '' for name in SUBSETS}}
     DATASET_MD5 = {}
     DEFAULT_JUDGE = DEFAULT_JUDGE
+    # The paper's prompts (MCQ options, the caption instruction) are part of the benchmark: models
+    # must not replace them with their own.
+    force_use_dataset_prompt = True
 
     def load_data(self, dataset):
         split = 'R-Bench-Full' if dataset in SUBSETS else dataset

@@ -7,6 +7,12 @@ question. The dataset name chooses how the images reach the model, and the resul
     ReMI_composite   one tiled image with "Image K" captions, for models that read one image
 Rule-based: `official` (the authors' evaluation snippet, the headline) and `lenient` (a robust
 reading of the same answers), naive baselines on the same items and the error reduction (ERP).
+
+Models that read one image: a model class with INTERLEAVE = False receives only the first image
+of a message and the joined texts (the kit's BaseModel.message_to_promptimg), so on ReMI or
+ReMI_labelled it would answer 2-6-image questions from one image. Run such models on
+ReMI_composite; ReMI_composite is not the paper's setting (the paper gives each image separately),
+so its scores are not comparable with the paper's numbers.
 """
 import os.path as osp
 
@@ -36,6 +42,9 @@ class ReMI(ImageBaseDataset):
     TYPE = 'VQA'
     DATASET_URL = {'ReMI': '', 'ReMI_labelled': '', 'ReMI_composite': ''}
     DATASET_MD5 = {}
+    # The images at their <imageK> places and the JSON instruction the official scorer reads
+    # are part of the benchmark: models must not replace them with their own prompt.
+    force_use_dataset_prompt = True
 
     @property
     def input_mode(self):

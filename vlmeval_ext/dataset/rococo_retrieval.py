@@ -28,6 +28,7 @@ T2I = ('mix', 'patch')
 
 class RoCOCORetrieval(ImageBaseDataset):
     TYPE = 'Retrieval'
+    force_use_dataset_prompt = True  # a row is its image or its caption, nothing else
     DATASET_URL = {**{f'RoCOCO-I2T-{k}': '' for k in I2T}, **{f'RoCOCO-T2I-{m}': '' for m in T2I}}
     DATASET_MD5 = {}
 

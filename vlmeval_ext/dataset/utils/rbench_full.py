@@ -115,9 +115,11 @@ FAIL_MSG = 'Failed to obtain answer via API.'
 _KIT_FAILURE = re.compile(r"Failed to obtain answer via API\.(?:: Failed with all possible "
                           r"conversation turns\.)?|Failed to obtain answer: <class '[\w.]+'>.*",
                           re.DOTALL)
-# "Score: 2", "**Score:** 1", "score=0", "Score: [2]", "Score：1", "Score: 2.0"; possessive
-# quantifiers keep it linear on hostile replies.
-_STATED = re.compile(r'(?i)\bscore\s*+\**+\s*+[:=\uff1a]?+\s*+\**+\s*+\[?+\s*+(\d+(?:[./]\d+)?)')
+# "Score: 2", "**Score:** 1", "score=0", "Score: [2]", "Score：1", "Score: 2.0". Each run of
+# separators is taken whole, as a possessive quantifier would (`(?=(X))\1` is the atomic-group form
+# every Python 3 has): linear time on a hostile reply, and the same matches.
+_STATED = re.compile(r'(?i)\bscore(?=(\s*))\1(?=(\**))\2(?=(\s*))\3(?=([:=\uff1a]?))\4(?=(\s*))\5'
+                     r'(?=(\**))\6(?=(\s*))\7(?=(\[?))\8(?=(\s*))\9(?P<value>\d+(?:[./]\d+)?)')
 _LONE = re.compile(r'^\W*(\d)\W*$')
 _ZERO_WIDTH = dict.fromkeys(map(ord, '\u200b\u200c\u200d\u2060\ufeff'), None)
 
@@ -158,7 +160,8 @@ def parse_verdict(reply, allowed):
     """The verdict the reply states, in `allowed`; None when it states none or two different ones
     (the judge quoting an answer that holds "Score: 2"): such a call is asked again, never 0."""
     text = str(reply).translate(_ZERO_WIDTH)
-    stated = [float(s) if '/' not in s else None for s in _STATED.findall(text)]
+    stated = [float(s) if '/' not in s else None
+              for s in (m.group('value') for m in _STATED.finditer(text))]
     if not stated:
         lone = _LONE.match(text)
         return int(lone.group(1)) if lone and int(lone.group(1)) in allowed else None
