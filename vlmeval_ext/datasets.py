@@ -32,7 +32,7 @@ import pandas as pd
 from vlmeval_ext.dataset import grab, rbench_full, remi, rococo_mcq, rococo_retrieval
 from vlmeval_ext.errors import ExtError
 from vlmeval_ext.io import (CutReplies, DataError, file_md5, keep_uncut_replies, lmu_data_root, load_predictions,
-                            safe_name, stem_path, write_json)
+                            read_md5_sidecar, safe_name, stem_path, write_json)
 from vlmeval_ext.judging import (NO_JUDGE, OFFLINE_JUDGES, PLUGIN_OPTIONS, PROTOCOL_OPTIONS, CachedJudge,
                                  build_kit_judge, check_judge_options, preflight, shared_store)
 from vlmeval_ext.locks import evaluation_lock
@@ -109,7 +109,7 @@ class LoadingChecks:
         expected = self.DATASET_MD5.get(split)
         sidecar = path + '.md5'
         if expected is None and osp.exists(sidecar):
-            expected = Path(sidecar).read_text().strip()
+            expected = read_md5_sidecar(path, dataset)
         actual = file_md5(path)
         if expected and actual != expected:
             fix = (f'It ships with the package: delete it (`rm {path}`) and the next run copies it again'
@@ -243,7 +243,8 @@ class PluginDataset(LoadingChecks):
         judge = CachedJudge(build_kit_judge(name, **judge_kwargs), name, store=store,
                             log_path=f'{stem}_{safe_name(name)}_verdicts.jsonl' if stem else None,
                             unstored_path=f'{stem}_unstored_verdicts.jsonl' if stem else None,
-                            retries=options.get('judge_retries', 3), backoff=options.get('judge_backoff', 0.5))
+                            retries=options.get('judge_retries', 3), backoff=options.get('judge_backoff', 0.5),
+                            retry_rejected=options.get('judge_retry_rejected', False))
         preflight(judge)
         self._judges = [*self._judges, judge]
         return judge
@@ -285,17 +286,22 @@ class PluginDataset(LoadingChecks):
         if subset:
             notes.append(f'{subset} (prepared with --allow-subset): not the whole benchmark, never ranked with the '
                          "paper's rows")
-        table = super().evaluate(eval_file, **self.judge_arguments(dict(judge_kwargs), notes))
         tag = self.result_tag(judge_kwargs)
         score_path = stem_path(eval_file, f'{tag}_score.json')
+        finished = _finished_result(eval_file, score_path)
+        table = super().evaluate(eval_file, **self.judge_arguments(dict(judge_kwargs), notes))
         problems = [line for line in (j.outcome() for j in self._judges) if line]
         if problems:
-            lacking = ''
+            lacking = kept = ''
             if osp.exists(score_path):
                 counts = json.loads(Path(score_path).read_text(encoding='utf-8')).get('counts') or {}
                 lacking = f"; {counts.get('judge_failures', '?')} judged result(s) lack verdicts"
                 os.replace(score_path, stem_path(eval_file, f'{tag}_score_incomplete.json'))
-            raise JudgeIncomplete(f'{self.dataset_name}: ' + '; '.join(problems) + lacking
+            if finished:                        # a finished result is never demoted by a rerun that could not finish
+                for path, raw in finished.items():
+                    path.write_bytes(raw)
+                kept = f'; the finished result of an earlier evaluation stays in {osp.basename(score_path)}'
+            raise JudgeIncomplete(f'{self.dataset_name}: ' + '; '.join(problems) + lacking + kept
                                   + '; run the same command to resume (nothing received is asked again)')
         score = self.add_to_score_file(eval_file, score_path, coverage, notes, tag)
         table = load_object(record.report).with_intervals(table, score)
@@ -316,24 +322,59 @@ class PluginDataset(LoadingChecks):
         if notes:
             score['notes'] = [*(n for n in score.get('notes') or [] if not n.startswith('llm_extracted')), *notes]
         if self._judges:
-            paid = {k: sum(j.stats[k] for j in self._judges) for k in ('made', 'cached', 'failed')}
+            paid = {k: sum(j.stats[k] for j in self._judges)
+                    for k in ('made', 'cached', 'failed', 'rejected', 'rejected_before', 'rate_limited')}
             judge = self._judges[0]
             kept = (score.get('judge') or {}).get('calls_cached') or 0     # the kit's progress file, not asked
             score['judge_calls'] = {'made': paid['made'], 'reused_from_cache': paid['cached'],
                                     'kept_from_progress_file': kept,
-                                    'failed': paid['failed'], 'endpoint': judge.endpoint,
+                                    'failed': paid['failed'], 'rejected_by_judge': paid['rejected'],
+                                    'rejected_earlier_not_asked': paid['rejected_before'],
+                                    'rate_limited_answers': paid['rate_limited'],
+                                    'lowest_concurrency': min(j.in_flight.lowest for j in self._judges),
+                                    'endpoint': judge.endpoint,
                                     'parameters': judge.parameters, 'parameters_sha256': judge.params_sha,
                                     'cache': 'off' if not self._judge_options.get('cache', True)
                                     else str(shared_store().path)}
             print(f'[{self.record().title}] judge {judge.name}: {paid["made"]} call(s) made, {paid["cached"]} '
                   f'verdict(s) reused from the verdict cache, {kept} kept from the progress file beside the '
                   f'predictions, {paid["failed"]} failed')
+            if paid['rejected'] or paid['rejected_before']:
+                rejected = paid['rejected'] + paid['rejected_before']
+                print(f'[{self.record().title}] judge {judge.name} rejected {rejected}'
+                      f' prompt(s) for good ({paid["rejected"]} this run, {paid["rejected_before"]} remembered from an '
+                      'earlier run and not asked again): each is its item\'s judge failure, counted above; '
+                      '--judge-args \'{"judge_retry_rejected": true}\' asks them again')
+            if paid['rate_limited']:
+                print(f'[{self.record().title}] judge {judge.name}: {paid["rate_limited"]} rate-limited answer(s) '
+                      f'(HTTP 429), each waited out and asked again; calls in flight went down to '
+                      f'{min(j.in_flight.lowest for j in self._judges)}')
         self.extend_score(score, eval_file)
         report = load_object(self.record().report)
         score.update(report.intervals(eval_file, score, tag))
         write_json(score, score_path)
         report.write_extras(self.dataset_name, eval_file, score, tag)
         return score
+
+
+RESULT_SUFFIXES = ('.json', '.csv', '.tsv', '.xlsx', '.png', '.md')
+
+
+def _finished_result(eval_file: str, score_path: str) -> dict:
+    """When an earlier evaluation finished (`score_path` holds a score): the bytes of every result file it wrote
+    beside the predictions (`<stem>_*`: score, per-item tables, plots; not the progress and verdict logs, not the
+    run record), so that a rerun that cannot finish puts them back. {} otherwise."""
+    try:
+        json.loads(Path(score_path).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    stem = Path(stem_path(eval_file, '_'))
+    kept = {}
+    for path in stem.parent.iterdir():
+        if path.name.startswith(stem.name) and path.suffix in RESULT_SUFFIXES and path.is_file() \
+                and not path.is_symlink() and not path.name.endswith(('_score_incomplete.json', '_manifest.json')):
+            kept[path] = path.read_bytes()
+    return kept
 
 
 # ---------------------------------------------------------------------------------------------- the benchmarks

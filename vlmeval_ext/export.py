@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import subprocess
 import sys
 import tempfile
@@ -59,7 +60,7 @@ def _module_name(record: Benchmark) -> str:
 def dataset_values(record: Benchmark, url_base: str | None) -> tuple[dict, dict, list[str]]:
     """(DATASET_URL, DATASET_MD5, notes) of the exported class: the TSVs `prepare` built (their md5) and where
     they will be hosted."""
-    from vlmeval_ext.io import tsv_path
+    from vlmeval_ext.io import read_md5_sidecar, tsv_path
     from vlmeval_ext.prepare.common import subset_note
     urls, md5s, notes = {}, {}, []
     for name in record.names:
@@ -70,7 +71,7 @@ def dataset_values(record: Benchmark, url_base: str | None) -> tuple[dict, dict,
         if split in md5s:
             continue
         if sidecar.is_file() and not subset_note(path):
-            md5s[split] = sidecar.read_text().strip()
+            md5s[split] = read_md5_sidecar(path, split)
         elif name == split:
             notes.append(f'DATASET_MD5 of {split}: not filled (no full build of {split}.tsv under $LMUData; '
                          f'`vlmeval-ext prepare {split}` builds it)')
@@ -127,8 +128,12 @@ def add_import(text: str, line: str) -> str:
 def add_after_list(text: str, list_name: str, line: str) -> str:
     """`line` just after the closing bracket of the top-level `<list_name> = [...]`."""
     tree = ast.parse(text)
-    node = next(n for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
-                and n.targets[0].id == list_name)
+    node = next((n for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+                 and n.targets[0].id == list_name), None)
+    if node is None:
+        raise ExportError(f'vlmeval/dataset/__init__.py has no top-level `{list_name} = [...]` list at this commit '
+                          'of the kit: it registers datasets another way, and the patches could not register ours; '
+                          'export against a commit that has the list')
     lines = text.splitlines(keepends=True)
     lines.insert(node.end_lineno, f'{line}\n')
     return ''.join(lines)
@@ -142,6 +147,9 @@ def add_models(text: str, models: dict) -> str:
         args = ', '.join(f'{k}={v!r}' for k, v in kwargs.items())
         entries.append(f'    {name!r}: partial(\n        vlm.{cls}, {args}),\n')
     block = 'rococo_embedding_series = {\n' + ''.join(entries) + '}\n\nmodel_groups.append(rococo_embedding_series)\n\n'
+    if 'for grp in model_groups:' not in text:
+        raise ExportError('vlmeval/config.py has no `for grp in model_groups:` loop at this commit of the kit: the '
+                          'embedding models could not be registered; export against a commit that has it')
     anchor = text.rindex('for grp in model_groups:')
     return text[:anchor] + block + text[anchor:]
 
@@ -200,6 +208,20 @@ def check_destination(patch_dir: Path, kit: Path) -> Path:
     return patch_dir
 
 
+def write_output(path: Path, text: str) -> None:
+    """Write one output file of the export, never through a link: a link planted in --patch-dir (to a file of the
+    checkout, say) is refused, not followed."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        if path.is_symlink():
+            raise ExportError(f'{path} is a symbolic link (to {os.readlink(path)}): outputs are never written '
+                              'through a link; remove it or choose another --patch-dir') from None
+        raise ExportError(f'{path}: cannot write it ({err.strerror})') from None
+    with os.fdopen(fd, 'w', encoding='utf-8') as f:
+        f.write(text)
+
+
 def add_benchmark(clone: Path, kit: Path, record: Benchmark, url_base: str | None) -> tuple[dict, list[str]]:
     """A benchmark's files and registration lines, written into the scratch clone: (its files, notes)."""
     files = kit_files(record)
@@ -249,8 +271,8 @@ def export(kit: Path, patch_dir: Path, url_base: str | None = None, only: list[s
             diff = _git(clone, 'diff', '--cached', '--binary')
             lines = diff.count('\n')
             name = record.key
-            (patch_dir / f'{name}.patch').write_text(diff, encoding='utf-8')
-            (patch_dir / f'{name}.md').write_text(pr_text(record, files, notes_of[name], lines), encoding='utf-8')
+            write_output(patch_dir / f'{name}.patch', diff)
+            write_output(patch_dir / f'{name}.md', pr_text(record, files, notes_of[name], lines))
             results[name] = {'patch': str(patch_dir / f'{name}.patch'), 'md': str(patch_dir / f'{name}.md'),
                              'lines': lines, 'files': list(files), 'notes': notes_of[name]}
         if len(records) > 1:        # every benchmark at once: the separate patches touch the same registry lines
@@ -260,7 +282,7 @@ def export(kit: Path, patch_dir: Path, url_base: str | None = None, only: list[s
                 add_benchmark(clone, kit, record, url_base)
             _git(clone, 'add', '-A')
             diff = _git(clone, 'diff', '--cached', '--binary')
-            (patch_dir / 'all.patch').write_text(diff, encoding='utf-8')
+            write_output(patch_dir / 'all.patch', diff)
             results['all'] = {'patch': str(patch_dir / 'all.patch'), 'md': None, 'lines': diff.count('\n'),
                               'files': [], 'notes': []}
     return results

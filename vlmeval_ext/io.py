@@ -272,6 +272,25 @@ def write_md5_sidecar(path: str | os.PathLike) -> str:
     return digest
 
 
+def unreadable_reason(err: BaseException) -> str:
+    """An exception from a file reader as a short, printable clause (its first line, at most 120 characters)."""
+    text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return ''.join(c if c.isprintable() else '?' for c in text)[:120]
+
+
+def read_md5_sidecar(path: str | os.PathLike, dataset: str) -> str:
+    """The md5 in `<path>.md5`; a sidecar that does not hold one is a DataError naming the sidecar (never the TSV,
+    and never echoing its bytes)."""
+    sidecar = f'{path}.md5'
+    raw = Path(sidecar).read_bytes()
+    text = raw.decode('ascii', 'replace').strip().lower()
+    if not re.fullmatch(r'[0-9a-f]{32}', text):
+        raise DataError(f'{sidecar}: not an md5 checksum ({len(raw)} bytes, not 32 hexadecimal digits); '
+                        f'`vlmeval-ext prepare` writes this file beside the TSV: delete it and rebuild with '
+                        f'`vlmeval-ext prepare {dataset}`')
+    return text
+
+
 def stem_path(eval_file, suffix: str) -> str:
     """`<pred stem><suffix>` beside the predictions file, the kit's naming (e.g. '_score.json')."""
     base, _ = os.path.splitext(str(eval_file))

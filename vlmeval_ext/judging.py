@@ -13,6 +13,15 @@ or the kit's failure text) and adds
   arrives (a killed run loses none); configured API keys are masked out of a reply first.
 - counted retries with backoff (`judge_retries`, `judge_backoff`); a call that still fails returns the kit's
   failure text, which our datasets count as a judge failure, never as a score;
+- a prompt the judge rejects for good (HTTP 4xx other than 401, 402, 403, 404, 407, 408 and 429: a content
+  filter, a prompt longer than its context) is that one item's judge failure, counted and reported; it is not a
+  sign that the judge is down, and it is remembered in the verdict cache, so a rerun does not pay for it again
+  (`--judge-args '{"judge_retry_rejected": true}'` asks the remembered ones again);
+- rate limits (HTTP 429): the call waits (the server's `Retry-After`, else a backoff growing to 60 s) and is
+  asked again, without using up its retries, and the number of calls in flight adapts: halved at each rate
+  limit (never below 1), one more after as many answers in a row as calls are allowed, never above the number
+  the kit's threads start with. A run under a rate limit is slower, never poorer. Only when no call at all has
+  been answered for 10 minutes (or the server says the quota is used up) is the judge down;
 - a judge that is down: after 10 consecutive failed calls, or when every call of the last 30 s failed, no
   further call is made; the evaluation reports the missing verdicts (vlmeval_ext.datasets) and the same command
   resumes;
@@ -29,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import sqlite3
 import sys
 import threading
@@ -48,12 +58,18 @@ FAIL_MSG = 'Failed to obtain answer via API.'
 OFFLINE_JUDGES = ('offline', 'offline-minilm')
 NO_JUDGE = (None, '', 'exact_matching')
 # Judge arguments that are ours: read by vlmeval_ext.datasets, never handed to the kit's judge.
-PLUGIN_OPTIONS = ('cache', 'judge_retries', 'judge_backoff')
+PLUGIN_OPTIONS = ('cache', 'judge_retries', 'judge_backoff', 'judge_retry_rejected')
 # The protocol option of our benchmarks that the kit dialect reads itself (R-Bench's and GRAB's evaluate).
 PROTOCOL_OPTIONS = ('judge_mode',)
 JUDGE_MODES = ('official', 'efficient')
 DOWN_AFTER_FAILURES = 10
 DOWN_WINDOW_S = 30.0
+# HTTP statuses that say "this judge, not this prompt": a bad key, no such model, a timeout, a rate limit. Every
+# other 4xx rejects the one prompt (a content filter, a prompt over the context length): not asked again.
+NOT_PROMPT_REJECTIONS = (401, 402, 403, 404, 407, 408, 429)
+RATE_LIMIT_WAIT_MAX_S = 60.0        # one wait after a rate limit, at most (a longer Retry-After is capped)
+RATE_LIMIT_DOWN_S = 600.0           # rate limited with no call answered for this long: the judge is down
+MAX_IN_FLIGHT = 64                  # the concurrency the judge starts with (the kit's threads are fewer)
 PROBE_PROMPT = 'Reply with the single word: ready'
 DEAD_JUDGE_ADVICE = (
     "check --judge, --judge-base-url / OPENAI_API_BASE and the API key. Without an API judge, `--judge offline` gives "
@@ -92,10 +108,12 @@ def flag(value, name: str) -> bool:
 
 def check_judge_options(options: dict) -> dict:
     """Our judge arguments, checked and normalised: cache (bool), judge_retries (int >= 0), judge_backoff
-    (seconds >= 0), judge_mode (official / efficient). Every error is one line, before any work."""
+    (seconds >= 0), judge_retry_rejected (bool), judge_mode (official / efficient). Every error is one line, before
+    any work."""
     out = {}
-    if 'cache' in options:
-        out['cache'] = flag(options['cache'], 'cache')
+    for name in ('cache', 'judge_retry_rejected'):
+        if name in options:
+            out[name] = flag(options[name], name)
     for name, kind, low in (('judge_retries', int, 0), ('judge_backoff', float, 0)):
         if name in options:
             value = options[name]
@@ -186,6 +204,18 @@ CREATE TABLE IF NOT EXISTS verdicts (
     PRIMARY KEY (judge, endpoint, params, prompt_sha256, slot)
 ) WITHOUT ROWID
 """
+# Prompts the judge rejected for good (see NOT_PROMPT_REJECTIONS), by the same key as a verdict: a rerun does not
+# pay for them again. Added to stores of either age on opening (a table the earlier version does not read).
+_REJECTIONS = """
+CREATE TABLE IF NOT EXISTS rejections (
+    judge TEXT NOT NULL, endpoint TEXT NOT NULL, params TEXT NOT NULL, prompt_sha256 TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    status INTEGER NOT NULL,       -- the HTTP status of the rejection
+    reason TEXT NOT NULL,          -- the start of the server's answer, configured keys masked
+    created_at REAL NOT NULL,
+    PRIMARY KEY (judge, endpoint, params, prompt_sha256, slot)
+) WITHOUT ROWID
+"""
 WAY_OUT = (f"set {CACHE_ENV} to a writable folder on a local disk, move the file aside, or pass --judge-args "
            "'{\"cache\": false}'")
 
@@ -228,6 +258,7 @@ class VerdictStore:
             except sqlite3.Error:
                 db.execute('ROLLBACK')
                 raise
+        db.execute(_REJECTIONS)
         columns = [r[1] for r in db.execute('PRAGMA table_info(verdicts)')]
         if columns[:6] != ['judge', 'endpoint', 'params', 'prompt_sha256', 'slot', 'reply']:
             raise sqlite3.DatabaseError(f'its verdicts table has other columns ({columns})')
@@ -250,6 +281,22 @@ class VerdictStore:
             row = self._db.execute('SELECT reply FROM verdicts WHERE judge = ? AND endpoint = ? AND params = ? '
                                    'AND prompt_sha256 = ? AND slot = ?', key).fetchone()
         return reply if row is None else row[0]
+
+    def rejection(self, key: tuple) -> tuple[int, str] | None:
+        """(HTTP status, reason) when the judge rejected this prompt for good earlier, else None."""
+        with self._lock:
+            return self._db.execute('SELECT status, reason FROM rejections WHERE judge = ? AND endpoint = ? AND '
+                                    'params = ? AND prompt_sha256 = ? AND slot = ?', key).fetchone()
+
+    def put_rejection(self, key: tuple, status: int, reason: str) -> None:
+        with self._lock:
+            self._db.execute('INSERT OR REPLACE INTO rejections VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+                             (*key, status, reason, time.time()))
+
+    def forget_rejection(self, key: tuple) -> None:
+        with self._lock:
+            self._db.execute('DELETE FROM rejections WHERE judge = ? AND endpoint = ? AND params = ? AND '
+                             'prompt_sha256 = ? AND slot = ?', key)
 
     def count(self, judge: str | None = None) -> int:
         with self._lock:
@@ -287,15 +334,84 @@ def _server_text(response) -> str:
     return ' '.join(text.split())[:200]
 
 
+class Rejected:
+    """The judge's answer that rejects one prompt for good (an HTTP status not in NOT_PROMPT_REJECTIONS)."""
+
+    def __init__(self, status: int, reason: str):
+        self.status, self.reason = status, reason
+
+
+class InFlight:
+    """How many judge calls may be in flight at once: halved at a rate limit (once per round: a rate limit on a
+    call admitted before the last cut does not cut again), never below 1; one more after as many answers in a row
+    as calls are allowed, never above `start`."""
+
+    def __init__(self, start: int = MAX_IN_FLIGHT):
+        self.start = self.limit = self.lowest = start
+        self.active = self.streak = self.epoch = 0
+        self._cond = threading.Condition()
+
+    def enter(self) -> int:
+        with self._cond:
+            while self.active >= self.limit:
+                self._cond.wait(timeout=0.5)
+            self.active += 1
+            return self.epoch
+
+    def leave(self) -> None:
+        with self._cond:
+            self.active -= 1
+            self._cond.notify_all()
+
+    def rate_limited(self, epoch: int) -> None:
+        """A call admitted in round `epoch` was rate limited (called while it still counts as in flight)."""
+        with self._cond:
+            self.streak = 0
+            if epoch == self.epoch:
+                self.limit = max(1, min(self.limit, self.active) // 2)
+                self.lowest = min(self.lowest, self.limit)
+                self.epoch += 1
+
+    def answered(self) -> None:
+        with self._cond:
+            self.streak += 1
+            if self.streak >= self.limit and self.limit < self.start:
+                self.limit, self.streak = self.limit + 1, 0
+                self._cond.notify_all()
+
+
+def retry_after(response) -> float | None:
+    """The wait a rate-limited answer asks for, in seconds (`retry-after-ms`, else `Retry-After` as seconds or an
+    HTTP date), or None."""
+    headers = getattr(response, 'headers', None)
+    if not headers:
+        return None
+    try:
+        millis = headers.get('retry-after-ms')
+        if millis is not None:
+            return max(0.0, float(millis) / 1000)
+        value = headers.get('retry-after')
+        if value is None:
+            return None
+        value = str(value).strip()
+        if value.replace('.', '', 1).isdigit():
+            return float(value)
+        from email.utils import parsedate_to_datetime
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 class CachedJudge:
     """A kit judge behind the verdict cache (see the module docstring). `generate(prompt)` returns the reply, or
     the kit's failure text when no verdict could be had; every other attribute is the kit judge's."""
 
     def __init__(self, kit_judge, name: str, *, store: VerdictStore | None, log_path: str | None = None,
-                 unstored_path: str | None = None, retries: int = 3, backoff: float = 0.5):
+                 unstored_path: str | None = None, retries: int = 3, backoff: float = 0.5,
+                 retry_rejected: bool = False):
         self.kit_judge, self.name = kit_judge, name
         self.store, self.log_path, self.unstored_path = store, log_path, unstored_path
-        self.retries, self.backoff = retries, backoff
+        self.retries, self.backoff, self.retry_rejected = retries, backoff, retry_rejected
         self.endpoint = endpoint_identity(getattr(kit_judge, 'api_base', '') or '')
         self.parameters = judge_parameters(kit_judge)
         self.params_sha = hashlib.sha256(json.dumps(self.parameters, sort_keys=True).encode()).hexdigest()
@@ -304,8 +420,11 @@ class CachedJudge:
         self._slots: dict[str, int] = {}
         self._recent: deque = deque()
         self._consecutive = 0
+        self._last_answer = time.monotonic()
+        self.in_flight = InFlight()
         self.stopped: str | None = None            # why no further call is made ('judge down', 'cache failed')
-        self.stats = dict(asked=0, cached=0, made=0, failed=0, refused=0, attempts=0)
+        self.stats = dict(asked=0, cached=0, made=0, failed=0, refused=0, attempts=0, rejected=0,
+                          rejected_before=0, rate_limited=0)
         self.unstored: list[dict] = []
         self.last_error = ''
         self._import_unstored()
@@ -337,42 +456,111 @@ class CachedJudge:
             if reply is not None:
                 self._count('cached')
                 return reply
+            if not self.retry_rejected and self.store.rejection(key) is not None:
+                self._count('rejected_before')
+                return FAIL_MSG
         reason = STOP.reason or self.stopped
         if reason:
             self._count('refused')
             return FAIL_MSG
         reply = self._call(prompt)
+        if isinstance(reply, Rejected):
+            self._reject(key, reply)
+            return FAIL_MSG
         if reply is None:
             return FAIL_MSG
         return self._keep(key, reply)
 
-    def _call(self, prompt: str) -> str | None:
-        """One verdict: the kit judge's single-attempt call, retried with backoff; None when it stays failed."""
-        for attempt in range(self.retries + 1):
+    def _call(self, prompt: str) -> str | Rejected | None:
+        """One verdict: the kit judge's single-attempt call, retried with backoff (a rate limit waits and asks again
+        without using up a retry); a Rejected when the judge rejects this prompt for good; None when it stays
+        failed."""
+        attempt = rate_limits = 0
+        while True:
             if STOP.reason or self.stopped:
+                self._count('refused')
+                return None
+            epoch = self.in_flight.enter()
+            if STOP.reason or self.stopped:             # stopped while waiting for a place in flight
+                self.in_flight.leave()
                 self._count('refused')
                 return None
             self._count('attempts')
             try:
-                code, answer, response = self.kit_judge.generate_inner([{'type': 'text', 'value': prompt}])
-            except Exception as err:  # the kit's wrappers raise anything from requests/json: a counted failure
-                code, answer, response = -1, None, f'{type(err).__name__}: {err}'
-            status = getattr(response, 'status_code', None)
+                try:
+                    code, answer, response = self.kit_judge.generate_inner([{'type': 'text', 'value': prompt}])
+                except Exception as err:  # the kit's wrappers raise anything from requests/json: a counted failure
+                    code, answer, response = -1, None, f'{type(err).__name__}: {err}'
+                status = getattr(response, 'status_code', None)
+                if status == 429 and 'insufficient_quota' not in _server_text(response).lower():
+                    self.in_flight.rate_limited(epoch)
+            finally:
+                self.in_flight.leave()
             if code == 0 and isinstance(answer, str) and answer.strip() and FAIL_MSG not in answer:
                 self._healthy()
                 return answer
             self.last_error = (f'HTTP {status}: ' if status else '') + (_server_text(response) or 'no reply')
+            if status == 429 and 'insufficient_quota' not in self.last_error.lower():
+                self._count('rate_limited')
+                if self._rate_limited_too_long():
+                    return None
+                asked = retry_after(response)
+                wait = asked if asked is not None else max(self.backoff, 0.1) * 2 ** rate_limits
+                self._wait(min(wait, RATE_LIMIT_WAIT_MAX_S) * (1 + 0.1 * random.random()))
+                rate_limits += 1
+                continue
+            if status is not None and 400 <= status < 500 and status not in NOT_PROMPT_REJECTIONS:
+                self._healthy()                        # the server is up and answered: about this prompt only
+                return Rejected(status, self.last_error)
             if status == 404 and 'does not exist' in self.last_error.lower():
                 break                                  # the server is up but serves no such model: asking again won't help
-            if attempt < self.retries and self.backoff:
-                time.sleep(self.backoff * (2 ** attempt))
+            if attempt >= self.retries:
+                break
+            if self.backoff:
+                self._wait(self.backoff * (2 ** attempt))
+            attempt += 1
         self._failed()
         return None
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep, but wake at once when the run is stopped (Ctrl-C, the judge declared down)."""
+        end = time.monotonic() + seconds
+        while not (STOP.reason or self.stopped):
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.2))
 
     def _healthy(self) -> None:
         with self._lock:
             self._consecutive = 0
-            self._recent.append((time.monotonic(), True))
+            self._last_answer = time.monotonic()
+            self._recent.append((self._last_answer, True))
+        self.in_flight.answered()
+
+    def _rate_limited_too_long(self) -> bool:
+        """True (and the judge down) when no call has been answered for RATE_LIMIT_DOWN_S while rate limited."""
+        with self._lock:
+            if time.monotonic() - self._last_answer < RATE_LIMIT_DOWN_S:
+                return False
+            self.stats['failed'] += 1
+            if not self.stopped:
+                self.stopped = 'judge down'
+                self.last_error = (f'rate limited (HTTP 429) with no call answered for {RATE_LIMIT_DOWN_S:.0f} s; '
+                                   f'last: {self.last_error}')
+            return True
+
+    def _reject(self, key: tuple, rejected: Rejected) -> None:
+        """A prompt the judge rejected for good: this item's judge failure, remembered for later runs."""
+        from vlmeval_ext.secrets import mask_configured_keys
+        reason = mask_configured_keys(rejected.reason, extra=(getattr(self.kit_judge, 'key', None),))
+        self._count('rejected')
+        if self.store is not None:
+            try:
+                self.store.put_rejection(key, rejected.status, reason)
+            except sqlite3.Error:
+                pass        # not remembered: a later run asks this prompt again (the count above still holds)
+        self._log(key, None, rejected=f'HTTP {rejected.status}: {reason}')
 
     def _failed(self) -> None:
         now = time.monotonic()
@@ -392,6 +580,11 @@ class CachedJudge:
         reply = mask_configured_keys(reply, extra=(getattr(self.kit_judge, 'key', None),))
         self._count('made')
         stored = reply
+        if self.retry_rejected and self.store is not None and not self.stopped:
+            try:
+                self.store.forget_rejection(key)
+            except sqlite3.Error:
+                pass
         if self.store is not None and not self.stopped:
             try:
                 stored = self.store.put(key, reply)
@@ -435,11 +628,14 @@ class CachedJudge:
         print(f'[vlmeval-ext] INFO: {taken} verdict(s) an earlier evaluation could not store were added to the '
               f'verdict cache from {path.name}', file=sys.stderr, flush=True)
 
-    def _log(self, key: tuple, reply: str) -> None:
+    def _log(self, key: tuple, reply: str | None, rejected: str | None = None) -> None:
         if not self.log_path:
             return
-        line = json.dumps({'judge': self.name, 'endpoint': self.endpoint, 'prompt_sha256': key[3], 'slot': key[4],
-                           'reply': reply}, ensure_ascii=False) + '\n'
+        record = {'judge': self.name, 'endpoint': self.endpoint, 'prompt_sha256': key[3], 'slot': key[4],
+                  'reply': reply}
+        if rejected:
+            record['rejected'] = rejected
+        line = json.dumps(record, ensure_ascii=False) + '\n'
         import fcntl
         try:
             with open(self.log_path, 'a', encoding='utf-8') as f:
@@ -494,7 +690,7 @@ def preflight(judge: CachedJudge) -> None:
         judge.retries = retries
         judge._consecutive, judge.stopped = 0, None
         judge.stats['failed'] = 0
-    if reply is None:
+    if reply is None or isinstance(reply, Rejected):
         where = judge.endpoint or 'its endpoint'
         raise JudgeUnavailable(f'the judge {judge.name} at {where} did not answer a test call '
                                f'({judge.last_error[:200]}); {DEAD_JUDGE_ADVICE}')

@@ -9,8 +9,8 @@ before the kit is imported (one line and exit 2 for every problem, in about a se
 - keys never reach the kit's argv, config or logs: `--judge-key`, `--key` (in any spelling the kit's parser
   accepts), and every value of every option and of every --config entry, whatever its depth, is checked for a
   credential (a key-shaped value, `user:password@` or `?api-key=` in a URL, a field named like a key);
-- our judge options in --judge-args (judge_mode, cache, judge_retries, judge_backoff) are checked, and taken out
-  of what the kit sees (the kit would send them to the judges of its own datasets);
+- our judge options in --judge-args (judge_mode, cache, judge_retries, judge_backoff, judge_retry_rejected) are
+  checked, and taken out of what the kit sees (the kit would send them to the judges of its own datasets);
 - $LMUData must exist; our datasets must be prepared (or be demo splits); PRED_FORMAT must be one our scoring
   reads; a --config must be a JSON object with its `data` a table;
 after the kit is imported

@@ -174,6 +174,30 @@ def test_export_again_gives_the_same_patches_and_refuses_bad_places(exported, tm
     assert proc.returncode == 2 and 'is not a VLMEvalKit checkout' in proc.stderr
 
 
+def test_a_link_planted_in_the_patch_dir_is_refused_not_written_through(exported, tmp_path):
+    out = tmp_path / 'out'
+    out.mkdir()
+    config = exported['kit'] / 'vlmeval' / 'config.py'
+    before = config.read_bytes()
+    (out / 'GRAB.patch').symlink_to(config)
+    proc = export(exported['kit'], out, exported['env'], '--only', 'GRAB')
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr
+    assert 'GRAB.patch is a symbolic link' in proc.stderr and 'never written through a link' in proc.stderr
+    assert config.read_bytes() == before and _git(exported['kit'], 'status', '--porcelain') == ''
+
+
+def test_a_kit_commit_without_the_image_dataset_list_is_one_line(exported, tmp_path):
+    kit = tmp_path / 'other-kit'
+    shutil.copytree(exported['kit'], kit)
+    init = kit / 'vlmeval' / 'dataset' / '__init__.py'
+    init.write_text(init.read_text().replace('IMAGE_DATASET = [', 'IMAGE_DATASET_LIST = ['))
+    _git(kit, 'commit', '-qam', 'the list renamed')
+    proc = export(kit, tmp_path / 'out', exported['env'], '--only', 'GRAB')
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr and len(lines) == 1, proc.stderr
+    assert 'has no top-level `IMAGE_DATASET = [...]` list' in lines[0]
+
+
 def test_url_base_and_a_prepared_tsv_fill_the_two_values(exported, tmp_path):
     env = dict(exported['env'])
     lmu = Path(env['LMUData'])

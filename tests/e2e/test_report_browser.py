@@ -15,6 +15,7 @@ import pytest
 from helpers.kit_run import REPO_ROOT, kit_environment, run_kit
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+GIANT = 'A' * 200_000
 DEMOS = {'GRAB_DEMO': ([], 41), 'ReMI_DEMO': ([], 13), 'R-Bench-Full_DEMO': (['--judge', 'offline'], 24),
          'RoCOCO-MCQ-same_concept_DEMO': ([], 24)}
 
@@ -39,6 +40,8 @@ def page_of_the_demos(tmp_path_factory):
                            keep_default_na=False).drop(columns=['image'])
         data['prediction'] = data['answer']
         data.loc[1, 'prediction'] = HOSTILE                       # a model reply that is markup
+        if dataset == 'GRAB_DEMO':
+            data.loc[2, 'prediction'] = GIANT                     # a reply of 200,000 characters
         path = work / f'M_{dataset}.tsv'
         data.to_csv(path, sep='\t', index=False)
         proc = run_kit(['eval', '--data', dataset, '--pred', path, *extra], env=env, entry=('-m', 'vlmeval_ext'))
@@ -105,3 +108,22 @@ def test_the_page_carries_every_text_as_data_never_as_markup(page_of_the_demos):
     assert len(payloads) == len(DEMOS)
     rows = json.loads(payloads[0].split('</script>')[0])['rows']
     assert any(HOSTILE in str(v) for r in rows for v in r.values())
+
+
+def test_a_giant_reply_shows_its_start_and_the_rest_is_one_click_away(page_of_the_demos):
+    import time
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=['--no-sandbox'])
+        page = browser.new_page(viewport={'width': 1400, 'height': 900})
+        start = time.monotonic()
+        page.goto(page_of_the_demos.as_uri())
+        page.wait_for_selector('section.items tr.item')
+        print(f'\n[figures] report with a 200,000-character reply: items shown after {time.monotonic() - start:.1f} s')
+        more = page.locator('button.more', has_text='show all 200,000 characters')
+        assert more.count() == 1
+        cell = more.locator('xpath=..')
+        assert len(cell.inner_text()) < 1100 and cell.inner_text().startswith('A' * 1000)
+        more.click()
+        assert page.locator('textarea.full').input_value() == GIANT and page.locator('button.more').count() == 0
+        browser.close()

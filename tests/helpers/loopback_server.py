@@ -7,6 +7,8 @@ kit's build_judge). It is a real HTTP server: requests with base64 images are de
         server.script(r'Score:', 'Score: 2')           # regex on the prompt text -> reply
         server.default = lambda req: 'A'                # anything else
         server.fault_rate, server.fault_kinds = 0.2, ('429', '500', 'timeout', 'malformed', 'empty', 'garbage')
+        server.reject(r'forbidden topic')               # HTTP 400 for good (a content filter), every time
+        server.max_concurrent, server.retry_after = 2, '1'   # a rate limit: HTTP 429 beyond 2 requests at once
         os.environ['OPENAI_API_BASE'] = server.chat_url
 
 Nothing but loopback: the server refuses to bind anywhere else.
@@ -105,6 +107,12 @@ class LoopbackServer:
         self.fault_rate = 0.0              # probability of a random fault per request
         self.fault_kinds: Iterable[str] = FAULT_KINDS
         self.down = False                  # answer every request with HTTP 503
+        self.rejections: list[tuple[re.Pattern, int]] = []
+        self.rejection_rule: Callable[[str], bool] | None = None   # prompt -> rejected with HTTP 400 for good
+        self.max_concurrent = 0            # > 0: requests beyond this many at once get HTTP 429
+        self.retry_after: str | None = None    # the Retry-After header sent with every 429
+        self._active = 0
+        self.most_at_once = 0              # the most requests ever handled at once (rate-limited ones not counted)
         self.log: list[LoggedRequest] = []
         self._queued_faults: list[str] = []
         self._rng = random.Random(seed)
@@ -116,6 +124,10 @@ class LoopbackServer:
     def script(self, pattern: str, reply: Reply) -> None:
         """Reply with `reply` (text, or a function of the request JSON) when `pattern` (regex) matches the prompt."""
         self.rules.append((re.compile(pattern, re.S), reply))
+
+    def reject(self, pattern: str, status: int = 400) -> None:
+        """Answer every prompt matching `pattern` (regex) with HTTP `status`, every time (a content filter)."""
+        self.rejections.append((re.compile(pattern, re.S), status))
 
     def fail_next(self, kind: str, n: int = 1) -> None:
         if kind not in FAULT_KINDS + QUEUED_ONLY_KINDS:
@@ -163,9 +175,11 @@ class LoopbackServer:
                 raw = self.rfile.read(length)
                 server._handle(self, raw)
 
-            def _send(self, status: int, payload, raw: bytes | None = None):
+            def _send(self, status: int, payload, raw: bytes | None = None, headers: dict | None = None):
                 body = raw if raw is not None else json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header('Content-Type', 'application/json')
                 self.send_header('Content-Length', str(len(body)))
                 self.end_headers()
@@ -206,6 +220,26 @@ class LoopbackServer:
         return self.default(body) if callable(self.default) else self.default
 
     def _handle(self, handler, raw: bytes) -> None:
+        with self._lock:
+            self._active += 1
+            over = bool(self.max_concurrent) and self._active > self.max_concurrent
+            if not over:
+                self.most_at_once = max(self.most_at_once, self._active)
+        try:
+            if over:
+                with self._lock:
+                    self.log.append(LoggedRequest(model='', prompt='', parts=[], n_images=0, had_auth=False,
+                                                  outcome='rate_limited'))
+                headers = {'Retry-After': self.retry_after} if self.retry_after is not None else None
+                return handler._send(429, {'error': {'message': 'Rate limit reached: 2 requests at once',
+                                                     'type': 'requests', 'code': 'rate_limit_exceeded'}},
+                                     headers=headers)
+            return self._answer(handler, raw)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def _answer(self, handler, raw: bytes) -> None:
         if self.latency:
             time.sleep(self.latency)
         if not handler.path.rstrip('/').endswith('/chat/completions'):
@@ -217,13 +251,25 @@ class LoopbackServer:
             prompt, parts, n_images = _flatten(body.get('messages', []))
         except (ValueError, KeyError, TypeError) as err:
             return handler._send(400, {'error': {'message': f'bad request: {err}'}})
+        status = next((code for pattern, code in self.rejections if pattern.search(prompt)), None)
+        if status is None and self.rejection_rule is not None and self.rejection_rule(prompt):
+            status = 400
+        if status is not None:
+            with self._lock:
+                self.log.append(LoggedRequest(model=str(body.get('model')), prompt=prompt, parts=parts,
+                                              n_images=n_images, had_auth=bool(handler.headers.get('Authorization')),
+                                              outcome='rejected', body=body))
+            return handler._send(status, {'error': {'message': 'The prompt was filtered by the content policy.',
+                                                    'type': 'invalid_request_error', 'code': 'content_filter'}})
         fault = self._pick_fault()
         entry = LoggedRequest(model=str(body.get('model')), prompt=prompt, parts=parts, n_images=n_images,
                               had_auth=bool(handler.headers.get('Authorization')), outcome=fault or 'ok', body=body)
         with self._lock:
             self.log.append(entry)
         if fault == '429':
-            return handler._send(429, {'error': {'message': 'rate limited (injected)', 'type': 'rate_limit'}})
+            headers = {'Retry-After': self.retry_after} if self.retry_after is not None else None
+            return handler._send(429, {'error': {'message': 'rate limited (injected)', 'type': 'rate_limit'}},
+                                 headers=headers)
         if fault == '500':
             return handler._send(500, {'error': {'message': 'internal error (injected)'}})
         if fault == '404':

@@ -3,7 +3,9 @@ the verdict cache (vlmeval_ext.judging.CachedJudge), against the loopback server
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
+import time
 
 import pytest
 
@@ -82,7 +84,7 @@ def test_the_request_is_the_one_the_kit_resolved(loopback, judge_env, tmp_path, 
     assert judge.parameters['model'] == 'gpt-3.5-turbo-0125' and 'key' not in judge.parameters
 
 
-@pytest.mark.parametrize('kind', ['429', '500', 'malformed', 'empty'])
+@pytest.mark.parametrize('kind', ['500', 'malformed', 'empty'])
 def test_each_fault_is_retried_and_a_lasting_one_is_the_kits_failure_text(loopback, judge_env, tmp_path, kind):
     loopback.default = 'Score: 2'
     judge = cached(loopback, tmp_path, retries=2)
@@ -159,3 +161,100 @@ def test_preflight_asks_once_and_stops_a_dead_judge(loopback, judge_env, tmp_pat
     loopback.default = ''                                        # an empty reply is no answer
     with pytest.raises(judging.JudgeUnavailable, match='did not answer a test call'):
         preflight(cached(loopback, tmp_path, name='empty-judge'))
+
+
+# ------------------------------------------------------------------------------------------ rejections, rate limits
+def test_a_prompt_the_judge_rejects_is_asked_once_remembered_and_asked_again_only_when_wanted(
+        loopback, judge_env, tmp_path):
+    loopback.default = 'Score: 2'
+    loopback.reject('filtered topic')
+    judge = cached(loopback, tmp_path)
+    assert judge.generate('a filtered topic') == FAIL_MSG
+    assert judge.stats['rejected'] == 1 and judge.stats['failed'] == 0 and judge.stats['attempts'] == 1
+    assert judge._consecutive == 0 and judge.stopped is None            # not a sign that the judge is down
+    assert judge.generate('fine') == 'Score: 2'
+    log = [json.loads(line) for line in (tmp_path / 'log.jsonl').read_text().splitlines()]
+    assert log[0]['reply'] is None and log[0]['rejected'].startswith('HTTP 400: ')
+    # the next evaluation does not ask it again ...
+    again = cached(loopback, tmp_path)
+    asked = len(loopback.log)
+    assert again.generate('a filtered topic') == FAIL_MSG and len(loopback.log) == asked
+    assert again.stats['rejected_before'] == 1 and again.stats['attempts'] == 0
+    # ... unless asked to; an answer then replaces the remembered rejection
+    loopback.rejections.clear()
+    kit = build_kit_judge('loopback-judge', api_base=loopback.chat_url, timeout=5)
+    retry = CachedJudge(kit, 'loopback-judge', store=VerdictStore(tmp_path / 'v.sqlite'), retries=0, backoff=0,
+                        retry_rejected=True)
+    assert retry.generate('a filtered topic') == 'Score: 2' and len(loopback.log) == asked + 1
+    assert VerdictStore(tmp_path / 'v.sqlite').rejection(retry.key('a filtered topic', 1)) is None
+
+
+def test_ten_rejected_prompts_in_a_row_do_not_make_the_judge_down(loopback, judge_env, tmp_path):
+    loopback.default = 'Score: 1'
+    loopback.reject('^bad')
+    judge = cached(loopback, tmp_path)
+    assert all(judge.generate(f'bad {i}') == FAIL_MSG for i in range(12))
+    assert judge.stopped is None and judge.outcome() is None and judge.generate('good') == 'Score: 1'
+
+
+@pytest.mark.parametrize('status', [401, 403, 408])
+def test_statuses_about_the_judge_not_the_prompt_are_failures_not_rejections(loopback, judge_env, tmp_path, status):
+    loopback.reject('q', status=status)
+    judge = cached(loopback, tmp_path, retries=1)
+    assert judge.generate('q') == FAIL_MSG
+    assert judge.stats['failed'] == 1 and judge.stats['rejected'] == 0 and judge.stats['attempts'] == 2
+
+
+def test_a_rate_limit_is_waited_out_as_the_server_asks_without_using_up_retries(loopback, judge_env, tmp_path):
+    loopback.default = 'Score: 2'
+    loopback.retry_after = '0.3'
+    judge = cached(loopback, tmp_path, retries=0)
+    loopback.fail_next('429', 4)
+    start = time.monotonic()
+    assert judge.generate('q') == 'Score: 2'
+    assert time.monotonic() - start >= 4 * 0.3
+    assert judge.stats['rate_limited'] == 4 and judge.stats['failed'] == 0 and judge.stats['attempts'] == 5
+
+
+def test_a_used_up_quota_is_a_failure_not_a_rate_limit(loopback, judge_env, tmp_path, monkeypatch):
+    judge = cached(loopback, tmp_path, retries=1)
+    monkeypatch.setattr(loopback, '_answer', lambda handler, raw: handler._send(
+        429, {'error': {'message': 'You exceeded your current quota', 'type': 'insufficient_quota'}}))
+    assert judge.generate('q') == FAIL_MSG and judge.stats['failed'] == 1 and judge.stats['rate_limited'] == 0
+
+
+def test_rate_limited_with_no_answer_for_long_the_judge_is_down(loopback, judge_env, tmp_path, monkeypatch):
+    monkeypatch.setattr(judging, 'RATE_LIMIT_DOWN_S', 0.5)
+    loopback.retry_after = '0.1'
+    loopback.fail_next('429', 100)
+    judge = cached(loopback, tmp_path)
+    assert judge.generate('q') == FAIL_MSG and judge.stopped == 'judge down'
+    assert 'rate limited (HTTP 429) with no call answered' in judge.outcome()
+
+
+def test_calls_in_flight_halve_once_per_round_of_rate_limits_and_grow_back():
+    gate = judging.InFlight(start=8)
+    epochs = [gate.enter() for _ in range(8)]
+    for epoch in epochs:                      # eight calls of one round rate-limited: one cut, to 4
+        gate.rate_limited(epoch)
+    for _ in epochs:
+        gate.leave()
+    assert gate.limit == 4 and gate.lowest == 4
+    epoch = gate.enter()
+    gate.rate_limited(epoch)                  # a call of the new round: the next cut (1 in flight -> at least 1)
+    gate.leave()
+    assert gate.limit == 1
+    for _ in range(1 + 2 + 3):                # one more after as many answers in a row as are allowed
+        gate.answered()
+    assert gate.limit == 4 and gate.lowest == 1
+
+
+def test_retry_after_reads_seconds_milliseconds_and_dates():
+    class Answer:
+        def __init__(self, headers):
+            self.headers = headers
+    from email.utils import formatdate
+    assert judging.retry_after(Answer({'retry-after': '7'})) == 7.0
+    assert judging.retry_after(Answer({'retry-after-ms': '1500', 'retry-after': '9'})) == 1.5
+    assert 28 <= judging.retry_after(Answer({'retry-after': formatdate(time.time() + 30, usegmt=True)})) <= 30
+    assert judging.retry_after(Answer({'retry-after': 'soon'})) is None and judging.retry_after(Answer({})) is None

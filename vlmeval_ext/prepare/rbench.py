@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from vlmeval_ext.dataset.utils.rbench_full import parse_captions, parse_choices
-from vlmeval_ext.io import DataError
+from vlmeval_ext.io import DataError, unreadable_reason
 from vlmeval_ext.spec import load_spec
 
 TSV_COLUMNS = ['index', 'pair_id', 'variant', 'name', 'question', 'choice', 'answer', 'type', 'distortion',
@@ -136,13 +136,18 @@ def _parquet_rows(path: Path, batch_rows: int = 32) -> Iterator[dict]:
     """The rows of a parquet file, one row group at a time: memory holds one group, never the whole file.
 
     (pyarrow, which pandas and the kit already need; the Hugging Face export writes 100 rows per group.)"""
+    import pyarrow as pa
     import pyarrow.parquet as pq
-    with pq.ParquetFile(path) as parquet:
-        for group in range(parquet.num_row_groups):
-            table = parquet.read_row_group(group)
-            for batch in table.to_batches(max_chunksize=batch_rows):
-                yield from batch.to_pylist()
-            del table
+    try:
+        with pq.ParquetFile(path) as parquet:
+            for group in range(parquet.num_row_groups):
+                table = parquet.read_row_group(group)
+                for batch in table.to_batches(max_chunksize=batch_rows):
+                    yield from batch.to_pylist()
+                del table
+    except (pa.ArrowException, OSError) as err:
+        raise RBenchDataError(f'{path}: not a readable parquet file ({unreadable_reason(err)}): the download is '
+                              'incomplete or damaged; download it again') from None
 
 
 def _find_image(folder_names: tuple[str, ...], root: Path, stems: list[str]) -> Path | None:

@@ -16,7 +16,7 @@ from typing import Iterable
 import pandas as pd
 
 from vlmeval_ext.dataset.utils.remi import split_at_tags
-from vlmeval_ext.io import DataError, write_kit_tsv
+from vlmeval_ext.io import DataError, unreadable_reason, write_kit_tsv
 
 IMAGE_SLOTS = [f'image_{i}' for i in range(1, 7)]
 REQUIRED_COLUMNS = ['question', 'label', 'task']
@@ -150,11 +150,21 @@ def convert_files(files: list[Path], verify_images: bool = True, left_out: list 
     from tqdm import tqdm
     frames, offset = [], 0
     for path in tqdm(files, desc='ReMI parquet', disable=len(files) < 2):
-        table = pd.read_parquet(path)
+        table = read_parquet(path)
         frames.append(parquet_rows_to_frame(table, str(path), verify_images, start_index=offset,
                                             left_out=left_out))
         offset += len(table)
     return pd.concat(frames, ignore_index=True)
+
+
+def read_parquet(path: Path) -> pd.DataFrame:
+    """One parquet file as a table; a damaged or cut file is one ReMIDataError naming it."""
+    import pyarrow as pa
+    try:
+        return pd.read_parquet(path)
+    except (pa.ArrowException, OSError) as err:
+        raise ReMIDataError(f'{path}: not a readable parquet file ({unreadable_reason(err)}): the download is '
+                            'incomplete or damaged; download it again') from None
 
 
 def download_split(split: str = 'test', cache_dir: str | None = None) -> Path:

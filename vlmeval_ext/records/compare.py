@@ -4,7 +4,10 @@ A and B are two evaluated predictions files of one dataset (or two work dirs hol
 reads the per-item files their evaluations wrote (GRAB `_items.tsv`, R-Bench `_scores.csv`, ReMI `_items.tsv`,
 RoCOCO-MCQ `_items.tsv`, RoCOCO retrieval `_ranks.tsv`, `-RC` `_rc_scores.csv`), matches the items by their key
 (index, pair_id, or seed and query) and refuses, in one line, two runs of different dataset files (the manifests'
-TSV md5) or of different item sets.
+TSV md5) or of different item sets, a file that is an evaluation of another dataset, an unfinished evaluation
+(only `_score_incomplete.json`), and two runs with no item scored in both. R-Bench: `--mode` picks the judge mode
+(default: official when both runs have it). Who judged each side is recorded; when the judges differ, every
+judged score is marked "not comparable".
 
 Every headline is a weighted mean of item scores (a plain mean; ReMI: the mean of task means; RoCOCO t2i: the
 mean over seeds), so for each one: the difference B - A; its paired 95 % interval (a bootstrap over the items, or
@@ -15,7 +18,8 @@ images as units for retrieval); and how many items went from right to wrong and 
 
 Output: a labelled table on the console and `<A>_vs_<B>_compare.{md,csv,json}` (--out DIR, default: the current
 folder); the JSON holds, per headline, a, b, difference, ci95, p_value, test, n_matched, right_to_wrong,
-wrong_to_right.
+wrong_to_right; and the judges of both sides. Resampling strata of one unit are pooled (one unit alone
+resamples to itself), and resamples and permutations are drawn a chunk at a time (bounded memory at any size).
 """
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ import pandas as pd
 
 from vlmeval_ext.errors import ExtError
 from vlmeval_ext.io import stem_path, write_json
-from vlmeval_ext.records.intervals import B, SEED, draws
+from vlmeval_ext.records.intervals import B, SEED, chunked_draws
 
 PERMUTATIONS = 10_000
 
@@ -54,6 +58,7 @@ class Headline:
     binary: bool = False
     groups: np.ndarray | None = None
     clustered: bool = False
+    judged: bool = False             # the item scores come from a judge model (two judges: not comparable)
 
     @property
     def scale(self) -> float:
@@ -62,7 +67,8 @@ class Headline:
     def subset(self, keep: np.ndarray) -> 'Headline':
         pick = lambda x: None if x is None else x[keep]  # noqa: E731
         return Headline(self.name, self.unit, [k for k, m in zip(self.keys, keep) if m], self.values[keep],
-                        self.strata[keep], self.clusters[keep], self.binary, pick(self.groups), self.clustered)
+                        self.strata[keep], self.clusters[keep], self.binary, pick(self.groups), self.clustered,
+                        self.judged)
 
     def weights(self) -> np.ndarray:
         if self.groups is None:
@@ -92,16 +98,22 @@ def _plain(name, unit, keys, values, strata=None, binary=True) -> Headline:
 def grab(eval_file: Path) -> list[Headline]:
     items = _table(Path(stem_path(eval_file, '_items.tsv')))
     keys = items['index'].tolist()
-    return [_plain(f'{s} Overall', '%', keys, _num(items[s])) for s in ('official', 'normalized', 'llm_extracted')
-            if s in items and items[s].ne('').any()]
+    out = [_plain(f'{s} Overall', '%', keys, _num(items[s])) for s in ('official', 'normalized', 'llm_extracted')
+           if s in items and items[s].ne('').any()]
+    for headline in out:
+        headline.judged = headline.name.startswith('llm_extracted')
+    return out
 
 
 def rbench(eval_file: Path, tag: str = '') -> list[Headline]:
     rows = _table(Path(stem_path(eval_file, f'{tag}_scores.csv')))
     keys, strata = rows['pair_id'].tolist(), (rows['type'] + '|' + rows['strength']).to_numpy()
     dis, ref, com = (_num(rows[f'score_{k}']) for k in ('dis', 'ref', 'com'))
-    return [_plain('absolute Overall', '0-1', keys, dis, strata, binary=False),
-            _plain('relative Overall', '0-1', keys, com * ref, strata, binary=False)]
+    out = [_plain('absolute Overall', '0-1', keys, dis, strata, binary=False),
+           _plain('relative Overall', '0-1', keys, com * ref, strata, binary=False)]
+    for headline in out:
+        headline.judged = True
+    return out
 
 
 def remi(eval_file: Path) -> list[Headline]:
@@ -138,15 +150,42 @@ def corrupted(eval_file: Path) -> list[Headline]:
     keys = (rows['pair_id'] + '|' + rows['distortion'] + '|' + rows['strength']).tolist()
     ref, dis, com = (_num(rows[f'score_{k}']) for k in ('ref', 'dis', 'com'))
     strata = rows['strength'].to_numpy()
-    return [_plain(n, '0-1', keys, v, strata, binary=False) for n, v in
-            (('reference Overall', ref), ('absolute Overall', dis), ('relative Overall', com * ref))]
+    out = [_plain(n, '0-1', keys, v, strata, binary=False) for n, v in
+           (('reference Overall', ref), ('absolute Overall', dis), ('relative Overall', com * ref))]
+    for headline in out:
+        headline.judged = True       # the base dataset's scoring: a judge's where it has one
+    return out
 
 
 READERS = {'GRAB': grab, 'R-Bench-Full': rbench, 'ReMI': remi, 'RoCOCO-MCQ': rococo_mcq,
-           'RoCOCO-retrieval': rococo_retrieval, '<Dataset>-RC': corrupted}
+           'RoCOCO-retrieval': rococo_retrieval, '-RC': corrupted}
 
 
 # ------------------------------------------------------------------------------------------------ the test
+def pooled_strata(strata: np.ndarray) -> np.ndarray:
+    """The resampling strata with every stratum of one unit pooled with the others of one unit (and, when only one
+    such unit is left, with the largest stratum): a stratum of one unit resamples to itself and gives no spread, so
+    runs whose strata all hold one item would get a [0, 0] interval."""
+    labels = pd.Series(strata).astype(str)
+    sizes = labels.map(labels.value_counts())
+    single = (sizes < 2).to_numpy()
+    if not single.any():
+        return labels.to_numpy()
+    pooled = labels.to_numpy().copy()
+    pooled[single] = '\x00pooled'
+    if single.sum() == 1 and (~single).any():
+        pooled[single] = labels[~single].value_counts().idxmax()
+    return pooled
+
+
+def resampled_sums(strata: np.ndarray, sums: np.ndarray) -> np.ndarray:
+    """`draws(strata) @ sums`, drawn a chunk of resamples at a time (bounded memory at any number of units)."""
+    out = np.empty(B)
+    for start, counts in chunked_draws(strata):
+        out[start:start + len(counts)] = counts @ sums
+    return out
+
+
 def mcnemar(right_to_wrong: int, wrong_to_right: int) -> float:
     """Exact two-sided McNemar p-value: the discordant pairs as a Binomial(n, 1/2) (1.0 with none)."""
     n = right_to_wrong + wrong_to_right
@@ -168,9 +207,8 @@ def compare_headline(a: Headline, b: Headline) -> dict:
     diff_items = (b.values - a.values) * weights
     difference = float(diff_items.sum()) * a.scale
     sums, inverse = _cluster_sums(diff_items, a.clusters)
-    strata = pd.Series(a.strata).groupby(inverse).first().to_numpy()
-    counts = draws(strata)                               # (B, clusters), within strata
-    boot = counts @ sums * a.scale
+    strata = pooled_strata(pd.Series(a.strata).groupby(inverse).first().to_numpy())
+    boot = resampled_sums(strata, sums) * a.scale        # (B,), resampled within strata
     lo, hi = np.percentile(boot, [2.5, 97.5])
     ra, rb = a.values >= 0.5, b.values >= 0.5
     right_to_wrong, wrong_to_right = int((ra & ~rb).sum()), int((~ra & rb).sum())
@@ -179,8 +217,9 @@ def compare_headline(a: Headline, b: Headline) -> dict:
     else:
         rng = np.random.default_rng(SEED)
         beyond = 0
-        for start in range(0, PERMUTATIONS, 500):            # 500 flips at a time: bounded memory
-            flips = rng.choice((-1.0, 1.0), size=(min(500, PERMUTATIONS - start), len(sums)))
+        per = min(500, max(1, (32 << 20) // (16 * len(sums))))    # flips at a time: memory bounded at any size
+        for start in range(0, PERMUTATIONS, per):
+            flips = rng.choice((-1.0, 1.0), size=(min(per, PERMUTATIONS - start), len(sums)))
             beyond += int((np.abs(flips @ sums) * a.scale >= abs(difference) - 1e-12).sum())
         p = float((1 + beyond) / (1 + PERMUTATIONS))
         test = ('paired sign-flip permutation' + (' (images as units)' if a.clustered else '')
@@ -191,7 +230,7 @@ def compare_headline(a: Headline, b: Headline) -> dict:
     return {'a': round(float((a.values * weights).sum()) * a.scale, digits),
             'b': round(float((b.values * weights).sum()) * b.scale, digits),
             'difference': round(difference, digits), 'ci95': [round(float(lo), digits), round(float(hi), digits)],
-            'p_value': round(p, 6), 'test': test, 'n_matched': len(a.keys), 'right_to_wrong': right_to_wrong,
+            'p_value': float(f'{p:.6g}'), 'test': test, 'n_matched': len(a.keys), 'right_to_wrong': right_to_wrong,
             'wrong_to_right': wrong_to_right, 'unit': a.unit}
 
 
@@ -210,11 +249,74 @@ def find_predictions(path: Path, dataset: str) -> Path:
     return found[0]
 
 
+def manifest_of(eval_file: Path) -> dict:
+    """The run record beside the predictions (`<stem>_manifest.json`), or {} when there is none."""
+    path = Path(stem_path(eval_file, '_manifest.json'))
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding='utf-8'))
+    except (OSError, ValueError) as err:
+        raise CompareError(f'{path}: unreadable run record ({type(err).__name__}); evaluate the predictions again') \
+            from None
+    return data if isinstance(data, dict) else {}
+
+
 def dataset_md5(eval_file: Path) -> str | None:
-    manifest = Path(stem_path(eval_file, '_manifest.json'))
-    if not manifest.is_file():
+    return (manifest_of(eval_file).get('dataset') or {}).get('tsv_md5')
+
+
+def check_dataset(eval_file: Path, dataset: str) -> None:
+    """The file must be an evaluation of `dataset`: its run record says so, or (without one) its name does."""
+    recorded = (manifest_of(eval_file).get('dataset') or {}).get('name')
+    if recorded is not None and recorded != dataset:
+        raise CompareError(f'{eval_file.name} is an evaluation of {recorded}, not {dataset}: compare it with '
+                           f'--data {recorded}')
+    if recorded is None and not eval_file.stem.endswith(f'_{dataset}'):
+        raise CompareError(f'{eval_file.name}: not a predictions file of {dataset} (the kit names them '
+                           f'<model>_{dataset}.<tsv|xlsx|csv>, and it has no run record saying otherwise)')
+
+
+def judge_of(eval_file: Path) -> dict | None:
+    """Who judged the evaluation (name, mode, endpoint, parameters), from its run record; None without a judge."""
+    judge = manifest_of(eval_file).get('judge')
+    if not isinstance(judge, dict) or not judge.get('model'):
         return None
-    return (json.loads(manifest.read_text()).get('dataset') or {}).get('tsv_md5')
+    return {k: judge.get(k) for k in ('model', 'mode', 'endpoint', 'parameters')}
+
+
+MODES = ('official', 'efficient')
+
+
+def mode_tag(mode: str) -> str:
+    return '' if mode == 'official' else f'_{mode}'
+
+
+def rbench_mode(a_file: Path, b_file: Path, wanted: str | None) -> str:
+    """R-Bench: the judge mode both runs were evaluated in (--mode, else official when both have it)."""
+    have = {side: [m for m in MODES if Path(stem_path(path, f'{mode_tag(m)}_scores.csv')).is_file()]
+            for side, path in (('A', a_file), ('B', b_file))}
+    if wanted is not None:
+        for side, path in (('A', a_file), ('B', b_file)):
+            if wanted not in have[side]:
+                raise CompareError(f'{path.name} has no {wanted}-mode evaluation (it has: '
+                                   f'{", ".join(have[side]) or "none"}); evaluate it with --judge-args '
+                                   f'\'{{"judge_mode": "{wanted}"}}\' first')
+        return wanted
+    both = [m for m in MODES if m in have['A'] and m in have['B']]
+    if not both:
+        raise CompareError(f'{a_file.name} ({", ".join(have["A"]) or "not evaluated"}) and {b_file.name} '
+                           f'({", ".join(have["B"]) or "not evaluated"}) have no R-Bench judge mode in common; '
+                           'evaluate both in one mode, then compare with --mode')
+    return both[0]
+
+
+def check_finished(eval_file: Path, tag: str) -> None:
+    """An evaluation whose judge could not give every verdict is not a result: refused, with the way on."""
+    incomplete = Path(stem_path(eval_file, f'{tag}_score_incomplete.json'))
+    if incomplete.is_file() and not Path(stem_path(eval_file, f'{tag}_score.json')).is_file():
+        raise CompareError(f'{eval_file.name}: its evaluation is incomplete ({incomplete.name}: the judge did not '
+                           'give every verdict); run the same evaluation again to finish it, then compare')
 
 
 def aligned(a: Headline, b: Headline, where_a: Path, where_b: Path) -> tuple[Headline, Headline, int]:
@@ -228,28 +330,59 @@ def aligned(a: Headline, b: Headline, where_a: Path, where_b: Path) -> tuple[Hea
     pick = np.array([order[k] for k in a.keys], dtype=np.int64)
     b = Headline(b.name, b.unit, a.keys, b.values[pick], a.strata, a.clusters, b.binary, a.groups, a.clustered)
     keep = ~np.isnan(a.values) & ~np.isnan(b.values)
+    if not keep.any():
+        raise CompareError(f'{a.name}: no item is scored in both {where_a.name} ({int((~np.isnan(a.values)).sum())} '
+                           f'scored) and {where_b.name} ({int((~np.isnan(b.values)).sum())} scored), e.g. every '
+                           'item of one run an inference failure: nothing to compare')
     return a.subset(keep), b.subset(keep), int((~keep).sum())
 
 
-def compare_runs(a_file: Path, b_file: Path, dataset: str) -> dict:
+def compare_runs(a_file: Path, b_file: Path, dataset: str, mode: str | None = None) -> dict:
     from vlmeval_ext.registry import benchmark_of
     record = benchmark_of(dataset)
     if record is None or record.key not in READERS:
         raise CompareError(f'{dataset}: not a dataset of vlmeval-ext (compare reads our per-item files)')
+    for path in (a_file, b_file):
+        check_dataset(path, dataset)
+    if mode is not None and record.key != 'R-Bench-Full':
+        raise CompareError(f'--mode is R-Bench\'s judge mode; {dataset} has none')
+    mode = rbench_mode(a_file, b_file, mode) if record.key == 'R-Bench-Full' else None
+    tag = mode_tag(mode) if mode else ''
+    for path in (a_file, b_file):
+        check_finished(path, tag)
     md5 = (dataset_md5(a_file), dataset_md5(b_file))
     if None not in md5 and md5[0] != md5[1]:
         raise CompareError(f'{a_file.name} and {b_file.name} were evaluated on different {dataset} files (md5 '
                            f'{md5[0]} vs {md5[1]}): not comparable item by item')
     reader = READERS[record.key]
+    judges = {'a': judge_of(a_file), 'b': judge_of(b_file)}
+    differ = judges['a'] != judges['b'] and None not in judges.values()
     out = {'dataset': dataset, 'a': str(a_file), 'b': str(b_file), 'dataset_md5': md5[0] or md5[1],
-           'bootstrap': {'resamples': B, 'seed': SEED}, 'scores': {}}
-    for ha, hb in zip(reader(a_file), reader(b_file)):
+           'judges': judges, 'bootstrap': {'resamples': B, 'seed': SEED}, 'scores': {}}
+    if mode:
+        out['mode'] = mode
+    if differ:
+        out['not_comparable'] = (f'A was judged by {_judge_text(judges["a"])} and B by {_judge_text(judges["b"])}: '
+                                 'a difference of judged scores is partly the judges\' difference')
+    heads_a, heads_b = ({h.name: h for h in (reader(path, tag) if mode else reader(path))}
+                        for path in (a_file, b_file))
+    common = [name for name in heads_a if name in heads_b]
+    if not common:
+        raise CompareError(f'no item is scored in both {a_file.name} and {b_file.name} (e.g. every item of one run '
+                           'an inference failure): nothing to compare')
+    only = {name: 'only in A' for name in heads_a if name not in heads_b}
+    only.update({name: 'only in B' for name in heads_b if name not in heads_a})
+    if only:
+        out['not_compared'] = only
+    for ha, hb in ((heads_a[name], heads_b[name]) for name in common):
         ha, hb, unscored = aligned(ha, hb, a_file, b_file)
         out['scores'][ha.name] = {**compare_headline(ha, hb), 'left_out_unscored': unscored}
+        if differ and ha.judged:
+            out['scores'][ha.name]['not_comparable'] = 'different judges'
     if record.key == 'R-Bench-Full':
         out['reference_vs_distorted'] = {}
         for side, path in (('a', a_file), ('b', b_file)):
-            rows = _table(Path(stem_path(path, '_scores.csv')))
+            rows = _table(Path(stem_path(path, f'{tag}_scores.csv')))
             strata = (rows['type'] + '|' + rows['strength']).to_numpy()
             keys = rows['pair_id'].tolist()
             ref = _plain('reference', '0-1', keys, _num(rows['score_ref']), strata, binary=False)
@@ -259,14 +392,23 @@ def compare_runs(a_file: Path, b_file: Path, dataset: str) -> dict:
     return out
 
 
+def _judge_text(judge: dict) -> str:
+    where = f' at {judge["endpoint"]}' if judge.get('endpoint') else ''
+    return f'{judge["model"]} ({judge.get("mode") or "official"} mode{where})'
+
+
 def markdown(result: dict) -> str:
     a, b = Path(result['a']).stem, Path(result['b']).stem
-    lines = [f'# {result["dataset"]}: B = {b} vs A = {a}', '',
-             '| score | A | B | B - A | 95 % CI of B - A | p | test | items | right -> wrong | wrong -> right |',
-             '|---|---|---|---|---|---|---|---|---|---|']
+    mode = f' ({result["mode"]} judge mode)' if result.get('mode') else ''
+    lines = [f'# {result["dataset"]}{mode}: B = {b} vs A = {a}', '']
+    if result.get('not_comparable'):
+        lines += [f'**Not comparable where marked:** {result["not_comparable"]}.', '']
+    lines += ['| score | A | B | B - A | 95 % CI of B - A | p | test | items | right -> wrong | wrong -> right |',
+              '|---|---|---|---|---|---|---|---|---|---|']
     for name, r in result['scores'].items():
-        lines.append(f'| {name} ({r["unit"]}) | {r["a"]} | {r["b"]} | {r["difference"]:+} | '
-                     f'[{r["ci95"][0]}, {r["ci95"][1]}] | {r["p_value"]:.4g} | {r["test"]} | {r["n_matched"]} | '
+        mark = ' **not comparable: different judges**' if r.get('not_comparable') else ''
+        lines.append(f'| {name} ({r["unit"]}){mark} | {r["a"]} | {r["b"]} | {r["difference"]:+} | '
+                     f'[{r["ci95"][0]}, {r["ci95"][1]}] | {r["p_value"]:.2g} | {r["test"]} | {r["n_matched"]} | '
                      f'{r["right_to_wrong"]} | {r["wrong_to_right"]} |')
     if 'reference_vs_distorted' in result:
         lines += ['', 'Within each run, the distorted image against the reference image (absolute vs reference '
@@ -275,9 +417,19 @@ def markdown(result: dict) -> str:
                   '|---|---|---|---|---|---|---|']
         for side, r in result['reference_vs_distorted'].items():
             lines.append(f'| {side.upper()} | {r["a"]} | {r["b"]} | {r["difference"]:+} | [{r["ci95"][0]}, '
-                         f'{r["ci95"][1]}] | {r["p_value"]:.4g} | {r["n_matched"]} |')
+                         f'{r["ci95"][1]}] | {r["p_value"]:.2g} | {r["n_matched"]} |')
     lines += ['', f'Paired over the same items; intervals from {B:,} bootstrap resamples (seed {SEED}).']
     return '\n'.join(lines) + '\n'
+
+
+def short_stem(stem: str, limit: int = 100) -> str:
+    """A predictions stem short enough for a file name (the two of them, plus the suffix, under 255 bytes): a long
+    one keeps its start and gains 8 hex digits of its SHA-1, so two long names stay apart."""
+    if len(stem.encode('utf-8')) <= limit:
+        return stem
+    import hashlib
+    head = stem.encode('utf-8')[:limit - 9].decode('utf-8', 'ignore')
+    return f'{head}-{hashlib.sha1(stem.encode("utf-8")).hexdigest()[:8]}'
 
 
 def compare_main(argv=None) -> int:
@@ -286,14 +438,18 @@ def compare_main(argv=None) -> int:
     p.add_argument('b', metavar='B', help='the other run, same dataset')
     p.add_argument('--data', required=True, metavar='NAME')
     p.add_argument('--out', default='.', metavar='DIR', help='where <A>_vs_<B>_compare.{md,csv,json} go')
+    p.add_argument('--mode', choices=MODES, default=None,
+                   help="R-Bench: which judge mode's evaluations to compare (default: official when both have it)")
     args = p.parse_args(argv)
     a_file, b_file = find_predictions(Path(args.a), args.data), find_predictions(Path(args.b), args.data)
-    result = compare_runs(a_file, b_file, args.data)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CompareError(f'--out {out}: a file, not a folder')
+    result = compare_runs(a_file, b_file, args.data, args.mode)
     text = markdown(result)
     print(text)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    prefix = out / f'{a_file.stem}_vs_{b_file.stem}_compare'
+    prefix = out / f'{short_stem(a_file.stem)}_vs_{short_stem(b_file.stem)}_compare'
     write_json(result, f'{prefix}.json')
     Path(f'{prefix}.md').write_text(text, encoding='utf-8')
     with open(f'{prefix}.csv', 'w', newline='', encoding='utf-8') as f:

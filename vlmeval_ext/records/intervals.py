@@ -58,16 +58,37 @@ def draws(groups: np.ndarray, b: int = B, seed: int = SEED) -> np.ndarray:
     return counts.reshape(b, n)
 
 
-def bootstrap_means(values: np.ndarray, masks: np.ndarray, counts: np.ndarray, scale: float) -> list:
-    """Percentile intervals of masked means: values (n,), masks (n, d) of which units each cell averages,
-    counts (b, n) the resamples. NaN values are left out (a failed score). [low, high] per cell, None below 2."""
+CHUNK_BYTES = 64 << 20        # the resampling counts held at once (about 16 bytes per unit and resample)
+
+
+def chunked_draws(groups: np.ndarray, b: int = B):
+    """(start, counts) pairs whose counts, stacked, are b resamples of the units within their groups; a chunk
+    holds about CHUNK_BYTES, so memory stays bounded whatever the number of units. A run small enough for one
+    chunk gets exactly `draws(groups, b)`."""
+    per_chunk = max(1, min(b, CHUNK_BYTES // (16 * max(1, len(groups)))))
+    for start in range(0, b, per_chunk):
+        yield start, draws(groups, min(per_chunk, b - start), seed=SEED + start)
+
+
+def masked_means(values: np.ndarray, masks: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(b, d) resampled means of masked cells: values (n,), masks (n, d), counts (b, n); NaN values left out."""
     ok = ~np.isnan(values)
     v = np.where(ok, values, 0.0)
     m = masks & ok[:, None]
     num = counts @ (v[:, None] * m)
     den = counts @ m.astype(np.float32)
     with np.errstate(invalid='ignore', divide='ignore'):
-        means = num / den
+        return num / den
+
+
+def bootstrap_means(values: np.ndarray, masks: np.ndarray, counts: np.ndarray, scale: float) -> list:
+    """Percentile intervals of masked means: values (n,), masks (n, d) of which units each cell averages,
+    counts (b, n) the resamples. NaN values are left out (a failed score). [low, high] per cell, None below 2."""
+    return percentile_cells(masked_means(values, masks, counts), masks & ~np.isnan(values)[:, None], scale)
+
+
+def percentile_cells(means: np.ndarray, m: np.ndarray, scale: float) -> list:
+    """[low, high] of each column of the (b, d) resampled means; None for a cell of fewer than 2 units."""
     out = []
     for j in range(m.shape[1]):
         if m[:, j].sum() < 2:
@@ -84,8 +105,8 @@ def detectable(values: Sequence[float], scale: float = 100.0) -> float | None:
     the 5 % level, taking the two runs' item scores as uncorrelated (the conservative case; `vlmeval-ext
     compare` measures the actual pairing): (z_0.975 + z_0.8) * sqrt(2 var / n)."""
     x = np.asarray([v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))], float)
-    if len(x) < 2:
-        return None
+    if len(x) < 2 or float(np.var(x)) == 0.0:
+        return None                 # every item the same score: its variance is no yardstick (never print 0.00)
     return round(scale * (Z + Z_POWER) * math.sqrt(2 * float(np.var(x, ddof=1)) / len(x)), 2 if scale > 1 else 4)
 
 
@@ -152,15 +173,19 @@ def _dimension_masks(rows: pd.DataFrame, dims: Sequence[str], dims_of: Callable)
 
 def robustness(rows: pd.DataFrame, metrics: Mapping[str, Callable[[pd.DataFrame], np.ndarray]],
                dims: Sequence[str], dims_of: Callable, strata: np.ndarray) -> dict:
-    """R-Bench and -RC: every metric x dimension, one stratified item bootstrap (the same resamples for all)."""
-    counts = draws(strata)
+    """R-Bench and -RC: every metric x dimension, one stratified item bootstrap (the same resamples for all),
+    drawn a chunk of resamples at a time (memory bounded at any number of items)."""
     masks = _dimension_masks(rows, dims, dims_of)
     iv = Intervals(len(rows), {'method': 'bootstrap', 'resamples': B, 'seed': SEED, 'unit': 'items',
                                'strata': 'task x strength'})
-    for metric, value in metrics.items():
-        values = value(rows)
-        for dim, interval, n in zip(dims, bootstrap_means(values, masks, counts, 1.0),
-                                    (masks & ~np.isnan(values)[:, None]).sum(axis=0)):
+    values = {metric: value(rows) for metric, value in metrics.items()}
+    means = {metric: np.empty((B, len(dims))) for metric in metrics}
+    for start, counts in chunked_draws(strata):
+        for metric, v in values.items():
+            means[metric][start:start + len(counts)] = masked_means(v, masks, counts)
+    for metric, v in values.items():
+        used = masks & ~np.isnan(v)[:, None]
+        for dim, interval, n in zip(dims, percentile_cells(means[metric], used, 1.0), used.sum(axis=0)):
             iv.put([metric, dim], interval, int(n))
     return iv
 

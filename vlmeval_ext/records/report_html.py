@@ -99,10 +99,23 @@ class Thumbnails:
         return ''
 
 
+class LinkOutside(Exception):
+    """A per-item file that is a link to a file outside its own folder: never read into the page."""
+
+
+def stays_inside(path: Path) -> bool:
+    """False for a link whose target is outside the link's own folder. (The upstream kit links a run's files from
+    <model>/<run id>/ into <model>/: such links are read; one that leaves the folder, planted or copied from
+    elsewhere, is not.)"""
+    return not path.is_symlink() or path.parent.resolve() in path.resolve().parents
+
+
 def _read(path: str | Path) -> pd.DataFrame | None:
     path = Path(path)
     if not path.is_file():
         return None
+    if not stays_inside(path):
+        raise LinkOutside(f'{path.name} is a link to {path.resolve()}, outside its folder: not shown')
     if path.suffix == '.xlsx':
         return pd.read_excel(path, dtype=str, keep_default_na=False)
     return pd.read_csv(path, sep='\t' if path.suffix == '.tsv' else ',', dtype=str, keep_default_na=False)
@@ -327,7 +340,10 @@ def _data_uri_png(path: Path) -> str:
 
 
 def _comparability(score_file: Path, tag: str) -> str:
-    side = _read(str(score_file).replace(f'{tag}_score.json', f'{tag}_vs_paper.csv'))
+    try:
+        side = _read(str(score_file).replace(f'{tag}_score.json', f'{tag}_vs_paper.csv'))
+    except LinkOutside as err:
+        return str(err)
     if side is None or side.empty:
         return 'no published row for this model'
     first = side.iloc[0]
@@ -347,7 +363,7 @@ def run_overview(score_file: Path, score: dict, dataset: str, model: str, tag: s
     counts = score.get('counts') or {}
     coverage = score.get('coverage') or {}
     plots = sorted(p for p in score_file.parent.glob(f'{score_file.name[:-len("_score.json")]}_*.png')
-                   if p.is_file())
+                   if p.is_file() and stays_inside(p))
     return {'model': model, 'dataset': dataset + (f' ({tag.lstrip("_")} mode)' if tag else ''),
             'benchmark': found[0] if found else '', 'cells': [(k, v) for k, v in row.items() if k != 'judge'],
             'judge': judge_text, 'comparable': _comparability(score_file, tag),
@@ -387,7 +403,7 @@ def build(work_dir: Path) -> str:
 
     from vlmeval_ext.records.summary import dataset_of, model_of, tag_of
     thumbs = Thumbnails()
-    overview, sections = [], []
+    overview, sections, skipped = [], [], []
     for path in score_files(work_dir):
         dataset, tag = dataset_of(path), tag_of(path)
         record = benchmark_of(dataset)
@@ -400,7 +416,12 @@ def build(work_dir: Path) -> str:
         if pred is None:
             continue
         title = f'{model} / {dataset}' + (f' ({tag.lstrip("_")} mode)' if tag else '')
-        section = SECTIONS[record.key](title, dataset, str(pred), tag, thumbs)
+        try:
+            section = SECTIONS[record.key](title, dataset, str(pred), tag, thumbs)
+        except LinkOutside as err:
+            skipped.append(f'{title}: {err}')
+            print(f'[vlmeval-ext] WARNING: report: {title}: {err}', file=sys.stderr)
+            continue
         if section is not None:
             sections.append(section)
     env = Environment(loader=FileSystemLoader(str(TEMPLATE.parent)), autoescape=select_autoescape(['html', 'j2']))
@@ -408,7 +429,7 @@ def build(work_dir: Path) -> str:
     env.filters['script_json'] = _script_json
     template = env.get_template(TEMPLATE.name)
     return template.render(work_dir=str(work_dir), overview=overview, sections=sections,
-                           payloads=[s.payload() for s in sections])
+                           payloads=[s.payload() for s in sections], skipped=skipped)
 
 
 def write_report(work_dir: str | Path, out: str | Path | None = None) -> Path:
