@@ -46,6 +46,19 @@ def run_kit(args, env, cwd=None, timeout=600, entry=('run.py',)) -> subprocess.C
     return subprocess.run(cmd, env=env, cwd=cwd or REPO_ROOT, capture_output=True, text=True, timeout=timeout)
 
 
+def run_cli(args, env, cwd=None) -> subprocess.CompletedProcess:
+    """`python -m vlmeval_ext ARGS` (each argument as text) in a subprocess."""
+    return run_kit(list(map(str, args)), env, cwd=cwd, entry=('-m', 'vlmeval_ext'))
+
+
+def one_error_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
+    """The single `[vlmeval-ext] ERROR` line of a command that must fail with exit `code` and no traceback."""
+    lines = [line for line in proc.stderr.splitlines() if line.startswith('[vlmeval-ext] ERROR')]
+    assert proc.returncode == code, proc.stdout[-1500:] + proc.stderr[-3000:]
+    assert 'Traceback' not in proc.stderr and len(lines) == 1, proc.stderr[-3000:]
+    return lines[0]
+
+
 def kit_output(model_dir, name: str) -> Path:
     """The newest file called `name` the kit's run left for one model: in `<work-dir>/<model>/` on ms-vlmeval; in
     the per-run folders `<work-dir>/<model>/T<date>_G<commit>/` on an upstream checkout, whose run.py also links

@@ -12,20 +12,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from helpers.kit_run import kit_environment, run_kit
+from helpers.kit_run import kit_environment, one_error_line, run_cli, run_kit
 
 FAKE = 'sk-vlmevalext-FAKE-0123456789abcdef'
-
-
-def _cli(args, env, cwd=None):
-    return run_kit(list(map(str, args)), env, cwd=cwd, entry=('-m', 'vlmeval_ext'))
-
-
-def _one_line(proc, code=2) -> str:
-    lines = [line for line in proc.stderr.splitlines() if line.startswith('[vlmeval-ext] ERROR')]
-    assert proc.returncode == code, proc.stdout[-1500:] + proc.stderr[-3000:]
-    assert 'Traceback' not in proc.stderr and len(lines) == 1, proc.stderr[-3000:]
-    return lines[0]
 
 
 def _png(size=(32, 24), colour=(200, 10, 10)) -> bytes:
@@ -98,9 +87,9 @@ def test_cache_option_accepts_the_obvious_spellings(value, read):
 
 @pytest.mark.parametrize('value', [None, 'maybe', 2])
 def test_other_cache_values_are_one_line(value, tmp_path):
-    proc = _cli(['eval', '--data', 'GRAB_DEMO', '--pred', _grab_predictions(tmp_path), '--judge', 'j',
-                 '--judge-args', json.dumps({'cache': value})], kit_environment(tmp_path))
-    assert '"cache" must be true or false' in _one_line(proc)
+    proc = run_cli(['eval', '--data', 'GRAB_DEMO', '--pred', _grab_predictions(tmp_path), '--judge', 'j',
+                    '--judge-args', json.dumps({'cache': value})], kit_environment(tmp_path))
+    assert '"cache" must be true or false' in one_error_line(proc)
 
 
 def test_max_tokens_is_not_taken_for_a_secret():
@@ -161,9 +150,9 @@ def test_a_damaged_verdict_cache_is_one_line_naming_the_way_out(tmp_path, damage
             else:
                 with sqlite3.connect(store) as db:
                     db.execute('PRAGMA user_version = 99')
-    proc = _cli(['eval', '--data', 'GRAB_DEMO', '--pred', _grab_predictions(tmp_path), '--judge', 'j',
-                 '--judge-base-url', 'http://127.0.0.1:9/v1'], env)
-    line = _one_line(proc)
+    proc = run_cli(['eval', '--data', 'GRAB_DEMO', '--pred', _grab_predictions(tmp_path), '--judge', 'j',
+                    '--judge-base-url', 'http://127.0.0.1:9/v1'], env)
+    line = one_error_line(proc)
     assert 'verdict cache' in line and '"cache": false' in line.replace("'", '"'), line
 
 
@@ -215,7 +204,7 @@ def test_grab_prepare_refuses_two_records_of_one_pid_and_a_key_that_is_not_a_num
         (src / 'grab.json').write_text(json.dumps(chosen))
         for record in chosen.values():
             Image.new('RGB', (64, 48)).save(src / record['image'])
-        line = _one_line(_cli(['prepare', 'GRAB', '--from', src, '--allow-subset'], env))
+        line = one_error_line(run_cli(['prepare', 'GRAB', '--from', src, '--allow-subset'], env))
         assert 'grab.json' in line and says in line, line
 
 
@@ -253,8 +242,8 @@ def test_corrupt_image_applies_the_exif_orientation_first(tmp_path):
     exif[0x0112] = 6                                                # displayed rotated 90 degrees clockwise
     path = tmp_path / 'photo.jpg'
     photo.save(path, exif=exif, quality=95)
-    proc = _cli(['corrupt-image', path, '--out-dir', tmp_path / 'out', '--distortion', '5', '--strength', '1'],
-                kit_environment(tmp_path))
+    proc = run_cli(['corrupt-image', path, '--out-dir', tmp_path / 'out', '--distortion', '5', '--strength', '1'],
+                   kit_environment(tmp_path))
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = Image.open(next((tmp_path / 'out').glob('*.png')))
     assert out.size == (30, 60)                                     # the displayed orientation
@@ -293,7 +282,7 @@ def test_a_work_dir_under_a_file_is_one_line(tmp_path):
     (tmp_path / 'afile').write_text('')
     proc = run_kit(['--data', 'GRAB_DEMO', '--model', 'Naive-Baseline', '--work-dir', tmp_path / 'afile' / 'w'],
                    kit_environment(tmp_path))
-    assert 'cannot be created or written' in _one_line(proc)
+    assert 'cannot be created or written' in one_error_line(proc)
 
 
 # ---- 23. launcher inputs ---------------------------------------------------------------------------------------------
@@ -304,13 +293,14 @@ CONFIGS = {'a JSON list': ['GRAB_DEMO'], 'data null': {'model': {'Naive-Baseline
 def test_a_config_that_is_not_the_kits_shape_is_one_line(tmp_path, name):
     path = tmp_path / 'config.json'
     path.write_text(json.dumps(CONFIGS[name]))
-    line = _one_line(run_kit(['--config', path, '--work-dir', tmp_path / 'w'], kit_environment(tmp_path)))
+    line = one_error_line(run_kit(['--config', path, '--work-dir', tmp_path / 'w'], kit_environment(tmp_path)))
     assert 'config.json' in line
 
 
 def test_a_prediction_format_our_scoring_cannot_read_is_one_line(tmp_path):
     env = {**kit_environment(tmp_path), 'PRED_FORMAT': 'csv'}
-    line = _one_line(run_kit(['--data', 'GRAB_DEMO', '--model', 'Naive-Baseline', '--work-dir', tmp_path / 'w'], env))
+    line = one_error_line(run_kit(['--data', 'GRAB_DEMO', '--model', 'Naive-Baseline', '--work-dir', tmp_path / 'w'],
+                                  env))
     assert 'PRED_FORMAT' in line
 
 
@@ -320,13 +310,13 @@ def test_diff_manifests_of_a_truncated_manifest_is_one_line(tmp_path):
     good.write_text(json.dumps({'dataset': {'name': 'GRAB'}}))
     cut = tmp_path / 'b_manifest.json'
     cut.write_text('{"dataset": {"name": "GR')
-    line = _one_line(_cli(['diff-manifests', good, cut], kit_environment(tmp_path)))
+    line = one_error_line(run_cli(['diff-manifests', good, cut], kit_environment(tmp_path)))
     assert 'b_manifest.json' in line
 
 
 def test_records_of_predictions_of_another_dataset_is_refused(tmp_path):
     pred = _grab_predictions(tmp_path)
-    line = _one_line(_cli(['records', pred, '--data', 'ReMI_DEMO'], kit_environment(tmp_path)))
+    line = one_error_line(run_cli(['records', pred, '--data', 'ReMI_DEMO'], kit_environment(tmp_path)))
     assert 'M_GRAB_DEMO.tsv' in line and 'ReMI_DEMO' in line
     assert not list(tmp_path.glob('*_manifest.json'))
 
@@ -350,11 +340,11 @@ def test_another_port_or_system_prompt_reuses_nothing_and_diff_manifests_says_wh
             if system:
                 args += ['--judge-args', json.dumps({'system_prompt': system})]
             before = len(server.log)
-            proc = _cli(args, env)
+            proc = run_cli(args, env)
             assert proc.returncode == 0, proc.stderr[-3000:]
             runs[name] = (pred.with_name('M_GRAB_DEMO_manifest.json'), len(server.log) - before)
     first_calls = runs['first'][1]
     assert first_calls > 0 and runs['other port'][1] == first_calls and runs['system prompt'][1] == first_calls
     for name, says in (('other port', 'judge.endpoint'), ('system prompt', 'judge.parameters')):
-        proc = _cli(['diff-manifests', runs['first'][0], runs[name][0]], env)
+        proc = run_cli(['diff-manifests', runs['first'][0], runs[name][0]], env)
         assert proc.returncode == 1 and says in proc.stdout and 'not comparable' in proc.stdout, proc.stdout

@@ -11,18 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers.kit_run import kit_environment, run_kit
-
-
-def _cli(args, env, cwd=None):
-    return run_kit(list(map(str, args)), env, cwd=cwd, entry=('-m', 'vlmeval_ext'))
-
-
-def _one_line(proc, code=2) -> str:
-    lines = [line for line in proc.stderr.splitlines() if line.startswith('[vlmeval-ext] ERROR')]
-    assert proc.returncode == code, proc.stdout[-1500:] + proc.stderr[-3000:]
-    assert 'Traceback' not in proc.stderr and len(lines) == 1, proc.stderr[-3000:]
-    return lines[0]
+from helpers.kit_run import kit_environment, one_error_line, run_cli, run_kit
 
 
 # ---- 11. a parquet download cut in half -------------------------------------------------------------------------
@@ -34,7 +23,7 @@ def test_prepare_of_a_parquet_cut_in_half_is_one_line_saying_download_it_again(t
     src.mkdir()
     raw = whole.read_bytes()
     (src / file).write_bytes(raw[:len(raw) // 2])
-    line = _one_line(_cli(['prepare', name, '--from', src], kit_environment(tmp_path)))
+    line = one_error_line(run_cli(['prepare', name, '--from', src], kit_environment(tmp_path)))
     assert f'{src / file}: not a readable parquet file' in line and 'download it again' in line, line
 
 
@@ -58,7 +47,7 @@ def _evaluate(folder: Path, dataset: str, frame: pd.DataFrame, model: str = 'M',
     folder.mkdir(parents=True, exist_ok=True)
     pred = folder / f'{model}_{dataset}.tsv'
     frame.to_csv(pred, sep='\t', index=False)
-    proc = _cli(['eval', '--data', dataset, '--pred', pred, *extra], env or kit_environment(folder))
+    proc = run_cli(['eval', '--data', dataset, '--pred', pred, *extra], env or kit_environment(folder))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return pred
 
@@ -80,9 +69,9 @@ def _grab(kind: str) -> pd.DataFrame:
 
 
 def _compare(tmp_path, *args, code=0):
-    proc = _cli(['compare', *args], kit_environment(tmp_path), cwd=tmp_path)
+    proc = run_cli(['compare', *args], kit_environment(tmp_path), cwd=tmp_path)
     if code:
-        return _one_line(proc, code)
+        return one_error_line(proc, code)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc
 
@@ -188,7 +177,7 @@ def test_the_report_never_embeds_a_per_item_file_linked_from_outside_its_folder(
     items.unlink()
     items.symlink_to(outside)
     (work / 'M_GRAB_DEMO_extra.png').symlink_to(outside)                 # a "plot" that is a link out too
-    proc = _cli(['report', tmp_path / 'work'], kit_environment(tmp_path))
+    proc = run_cli(['report', tmp_path / 'work'], kit_environment(tmp_path))
     assert proc.returncode == 0, proc.stderr[-2000:]
     page = (tmp_path / 'work' / 'report.html').read_text()
     assert 'SECRET-OUTSIDE' not in page and 'U0VDUkVU' not in page             # nor base64 of it
