@@ -157,6 +157,7 @@ def test_sigkill_during_inference_and_judging_loses_nothing_and_asks_nothing_twi
         assert in_flight_lost <= 2                        # at most the --api-nproc calls in flight
 
         # 2. The same command: resumes inference, then killed during judging after 15 verdicts.
+        server.wait_idle()          # requests the killed run left in flight belong to its log, not the next one's
         server.reset_log()
         _kill_when(_popen(cmd, env), lambda: server.count(JUDGE_MARK, outcome='ok') >= 15
                    and sum(1 for r in list(server.log) if JUDGE_MARK in r.prompt and r.reply) >= 15)
@@ -169,6 +170,7 @@ def test_sigkill_during_inference_and_judging_loses_nothing_and_asks_nothing_twi
         assert len(saved_verdicts) >= 13 and len(saved_verdicts) == len(lines)
 
         # 3. The same command again: no model call at all, only the verdicts not yet saved.
+        server.wait_idle()
         server.reset_log()
         proc = run(cmd, env)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

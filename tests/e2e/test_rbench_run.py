@@ -88,6 +88,7 @@ def runs(tmp_path_factory):
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
+        server.wait_idle()          # the killed run's requests still in flight are logged as the killed run's
         out['killed'] = {'returncode': proc.returncode, 'cached': _cache_keys(tmp / 'verdict-cache-efficient'),
                          'judge_requests': len(_judge_requests(server.log))}
         server.reset_log()

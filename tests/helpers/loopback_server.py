@@ -141,6 +141,17 @@ class LoopbackServer:
             return sum(1 for r in self.log
                        if (regex is None or regex.search(r.prompt)) and (outcome is None or r.outcome == outcome))
 
+    def wait_idle(self, timeout: float = 30.0) -> None:
+        """Wait until no request is being handled (e.g. the ones a killed client left in flight, which would
+        otherwise be logged after a reset_log)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._active == 0:
+                    return
+            time.sleep(0.01)
+        raise TimeoutError(f'the loopback server still handles {self._active} request(s) after {timeout} s')
+
     def reset_log(self) -> None:
         with self._lock:
             self.log.clear()
