@@ -325,13 +325,14 @@ class PluginDataset(LoadingChecks):
             paid = {k: sum(j.stats[k] for j in self._judges)
                     for k in ('made', 'cached', 'failed', 'rejected', 'rejected_before', 'rate_limited')}
             judge = self._judges[0]
+            lowest = min(j.in_flight.lowest for j in self._judges)
             kept = (score.get('judge') or {}).get('calls_cached') or 0     # the kit's progress file, not asked
             score['judge_calls'] = {'made': paid['made'], 'reused_from_cache': paid['cached'],
                                     'kept_from_progress_file': kept,
                                     'failed': paid['failed'], 'rejected_by_judge': paid['rejected'],
                                     'rejected_earlier_not_asked': paid['rejected_before'],
                                     'rate_limited_answers': paid['rate_limited'],
-                                    'lowest_concurrency': min(j.in_flight.lowest for j in self._judges),
+                                    'lowest_concurrency': lowest,
                                     'endpoint': judge.endpoint,
                                     'parameters': judge.parameters, 'parameters_sha256': judge.params_sha,
                                     'cache': 'off' if not self._judge_options.get('cache', True)
@@ -347,8 +348,7 @@ class PluginDataset(LoadingChecks):
                       '--judge-args \'{"judge_retry_rejected": true}\' asks them again')
             if paid['rate_limited']:
                 print(f'[{self.record().title}] judge {judge.name}: {paid["rate_limited"]} rate-limited answer(s) '
-                      f'(HTTP 429), each waited out and asked again; calls in flight went down to '
-                      f'{min(j.in_flight.lowest for j in self._judges)}')
+                      f'(HTTP 429), each waited out and asked again; calls in flight went down to {lowest}')
         self.extend_score(score, eval_file)
         report = load_object(self.record().report)
         score.update(report.intervals(eval_file, score, tag))

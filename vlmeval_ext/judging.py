@@ -492,7 +492,9 @@ class CachedJudge:
                 except Exception as err:  # the kit's wrappers raise anything from requests/json: a counted failure
                     code, answer, response = -1, None, f'{type(err).__name__}: {err}'
                 status = getattr(response, 'status_code', None)
-                if status == 429 and 'insufficient_quota' not in _server_text(response).lower():
+                # a 429 saying the quota is used up is a failure, not a rate limit
+                rate_limited = status == 429 and 'insufficient_quota' not in _server_text(response).lower()
+                if rate_limited:
                     self.in_flight.rate_limited(epoch)
             finally:
                 self.in_flight.leave()
@@ -500,7 +502,7 @@ class CachedJudge:
                 self._healthy()
                 return answer
             self.last_error = (f'HTTP {status}: ' if status else '') + (_server_text(response) or 'no reply')
-            if status == 429 and 'insufficient_quota' not in self.last_error.lower():
+            if rate_limited:
                 self._count('rate_limited')
                 if self._rate_limited_too_long():
                     return None

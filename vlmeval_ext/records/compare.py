@@ -89,31 +89,25 @@ def _num(series) -> np.ndarray:
     return pd.to_numeric(series.map(lambda v: {'True': 1, 'False': 0}.get(v, v)), errors='coerce').to_numpy(float)
 
 
-def _plain(name, unit, keys, values, strata=None, binary=True) -> Headline:
+def _plain(name, unit, keys, values, strata=None, binary=True, judged=False) -> Headline:
     n = len(keys)
     return Headline(name, unit, list(keys), values, np.zeros(n, int) if strata is None else strata, np.arange(n),
-                    binary)
+                    binary, judged=judged)
 
 
 def grab(eval_file: Path) -> list[Headline]:
     items = _table(Path(stem_path(eval_file, '_items.tsv')))
     keys = items['index'].tolist()
-    out = [_plain(f'{s} Overall', '%', keys, _num(items[s])) for s in ('official', 'normalized', 'llm_extracted')
-           if s in items and items[s].ne('').any()]
-    for headline in out:
-        headline.judged = headline.name.startswith('llm_extracted')
-    return out
+    return [_plain(f'{s} Overall', '%', keys, _num(items[s]), judged=s == 'llm_extracted')
+            for s in ('official', 'normalized', 'llm_extracted') if s in items and items[s].ne('').any()]
 
 
 def rbench(eval_file: Path, tag: str = '') -> list[Headline]:
     rows = _table(Path(stem_path(eval_file, f'{tag}_scores.csv')))
     keys, strata = rows['pair_id'].tolist(), (rows['type'] + '|' + rows['strength']).to_numpy()
     dis, ref, com = (_num(rows[f'score_{k}']) for k in ('dis', 'ref', 'com'))
-    out = [_plain('absolute Overall', '0-1', keys, dis, strata, binary=False),
-           _plain('relative Overall', '0-1', keys, com * ref, strata, binary=False)]
-    for headline in out:
-        headline.judged = True
-    return out
+    return [_plain('absolute Overall', '0-1', keys, dis, strata, binary=False, judged=True),
+            _plain('relative Overall', '0-1', keys, com * ref, strata, binary=False, judged=True)]
 
 
 def remi(eval_file: Path) -> list[Headline]:
@@ -150,11 +144,9 @@ def corrupted(eval_file: Path) -> list[Headline]:
     keys = (rows['pair_id'] + '|' + rows['distortion'] + '|' + rows['strength']).tolist()
     ref, dis, com = (_num(rows[f'score_{k}']) for k in ('ref', 'dis', 'com'))
     strata = rows['strength'].to_numpy()
-    out = [_plain(n, '0-1', keys, v, strata, binary=False) for n, v in
-           (('reference Overall', ref), ('absolute Overall', dis), ('relative Overall', com * ref))]
-    for headline in out:
-        headline.judged = True       # the base dataset's scoring: a judge's where it has one
-    return out
+    # judged: the base dataset's scoring, a judge's where it has one
+    return [_plain(n, '0-1', keys, v, strata, binary=False, judged=True) for n, v in
+            (('reference Overall', ref), ('absolute Overall', dis), ('relative Overall', com * ref))]
 
 
 READERS = {'GRAB': grab, 'R-Bench-Full': rbench, 'ReMI': remi, 'RoCOCO-MCQ': rococo_mcq,
@@ -262,13 +254,9 @@ def manifest_of(eval_file: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def dataset_md5(eval_file: Path) -> str | None:
-    return (manifest_of(eval_file).get('dataset') or {}).get('tsv_md5')
-
-
-def check_dataset(eval_file: Path, dataset: str) -> None:
+def check_dataset(eval_file: Path, manifest: dict, dataset: str) -> None:
     """The file must be an evaluation of `dataset`: its run record says so, or (without one) its name does."""
-    recorded = (manifest_of(eval_file).get('dataset') or {}).get('name')
+    recorded = (manifest.get('dataset') or {}).get('name')
     if recorded is not None and recorded != dataset:
         raise CompareError(f'{eval_file.name} is an evaluation of {recorded}, not {dataset}: compare it with '
                            f'--data {recorded}')
@@ -277,9 +265,9 @@ def check_dataset(eval_file: Path, dataset: str) -> None:
                            f'<model>_{dataset}.<tsv|xlsx|csv>, and it has no run record saying otherwise)')
 
 
-def judge_of(eval_file: Path) -> dict | None:
+def judge_of(manifest: dict) -> dict | None:
     """Who judged the evaluation (name, mode, endpoint, parameters), from its run record; None without a judge."""
-    judge = manifest_of(eval_file).get('judge')
+    judge = manifest.get('judge')
     if not isinstance(judge, dict) or not judge.get('model'):
         return None
     return {k: judge.get(k) for k in ('model', 'mode', 'endpoint', 'parameters')}
@@ -342,20 +330,21 @@ def compare_runs(a_file: Path, b_file: Path, dataset: str, mode: str | None = No
     record = benchmark_of(dataset)
     if record is None or record.key not in READERS:
         raise CompareError(f'{dataset}: not a dataset of vlmeval-ext (compare reads our per-item files)')
-    for path in (a_file, b_file):
-        check_dataset(path, dataset)
+    manifests = {'a': manifest_of(a_file), 'b': manifest_of(b_file)}
+    check_dataset(a_file, manifests['a'], dataset)
+    check_dataset(b_file, manifests['b'], dataset)
     if mode is not None and record.key != 'R-Bench-Full':
         raise CompareError(f'--mode is R-Bench\'s judge mode; {dataset} has none')
     mode = rbench_mode(a_file, b_file, mode) if record.key == 'R-Bench-Full' else None
     tag = mode_tag(mode) if mode else ''
     for path in (a_file, b_file):
         check_finished(path, tag)
-    md5 = (dataset_md5(a_file), dataset_md5(b_file))
+    md5 = tuple((manifests[side].get('dataset') or {}).get('tsv_md5') for side in ('a', 'b'))
     if None not in md5 and md5[0] != md5[1]:
         raise CompareError(f'{a_file.name} and {b_file.name} were evaluated on different {dataset} files (md5 '
                            f'{md5[0]} vs {md5[1]}): not comparable item by item')
     reader = READERS[record.key]
-    judges = {'a': judge_of(a_file), 'b': judge_of(b_file)}
+    judges = {side: judge_of(manifest) for side, manifest in manifests.items()}
     differ = judges['a'] != judges['b'] and None not in judges.values()
     out = {'dataset': dataset, 'a': str(a_file), 'b': str(b_file), 'dataset_md5': md5[0] or md5[1],
            'judges': judges, 'bootstrap': {'resamples': B, 'seed': SEED}, 'scores': {}}
