@@ -31,6 +31,7 @@ setup(
     install_requires=[
         'pyyaml',
         'numpy',
+        'scipy',                                     # exact intervals and power (intervals.py)
         'pandas',
         'pillow',
         'opencv-python-headless',

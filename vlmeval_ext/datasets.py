@@ -34,7 +34,7 @@ from vlmeval_ext.errors import ExtError
 from vlmeval_ext.io import (CutReplies, DataError, file_md5, keep_uncut_replies, lmu_data_root, load_predictions,
                             read_md5_sidecar, safe_name, stem_path, write_json)
 from vlmeval_ext.judging import (NO_JUDGE, OFFLINE_JUDGES, PLUGIN_OPTIONS, PROTOCOL_OPTIONS, CachedJudge,
-                                 build_kit_judge, check_judge_options, preflight, shared_store)
+                                 JudgeOptionError, build_kit_judge, check_judge_options, preflight, shared_store)
 from vlmeval_ext.locks import evaluation_lock
 from vlmeval_ext.loading import (KIT_REFERENCE_MAX, BadImageCell, default_suffix, images_from_tsv,
                                  kit_ready_table, safe_join, write_image_cell)
@@ -392,6 +392,9 @@ class GRAB(PluginDataset, grab.GRAB):
 
     def judge_arguments(self, judge_kwargs, notes):
         name = judge_kwargs.get('model')
+        if 'caption_seed' in judge_kwargs:
+            raise JudgeOptionError('--judge-args "caption_seed" is R-Bench\'s (the captions its efficient mode '
+                                   'judges); GRAB has no captions to draw')
         if name in OFFLINE_JUDGES:
             judge_kwargs.pop('model')
             notes.append(f"llm_extracted: skipped (--judge {name}: GRAB's answer extraction needs an LLM judge and has "

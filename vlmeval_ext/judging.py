@@ -60,7 +60,7 @@ NO_JUDGE = (None, '', 'exact_matching')
 # Judge arguments that are ours: read by vlmeval_ext.datasets, never handed to the kit's judge.
 PLUGIN_OPTIONS = ('cache', 'judge_retries', 'judge_backoff', 'judge_retry_rejected')
 # The protocol option of our benchmarks that the kit dialect reads itself (R-Bench's and GRAB's evaluate).
-PROTOCOL_OPTIONS = ('judge_mode',)
+PROTOCOL_OPTIONS = ('judge_mode', 'caption_seed')
 JUDGE_MODES = ('official', 'efficient')
 DOWN_AFTER_FAILURES = 10
 DOWN_WINDOW_S = 30.0
@@ -108,7 +108,8 @@ def flag(value, name: str) -> bool:
 
 def check_judge_options(options: dict) -> dict:
     """Our judge arguments, checked and normalised: cache (bool), judge_retries (int >= 0), judge_backoff
-    (seconds >= 0), judge_retry_rejected (bool), judge_mode (official / efficient). Every error is one line, before
+    (seconds >= 0), judge_retry_rejected (bool), judge_mode (official / efficient), caption_seed (R-Bench's
+    efficient mode: int >= 0). Every error is one line, before
     any work."""
     out = {}
     for name in ('cache', 'judge_retry_rejected'):
@@ -134,6 +135,14 @@ def check_judge_options(options: dict) -> dict:
             raise JudgeOptionError(f'--judge-args "judge_mode" must be one of {", ".join(JUDGE_MODES)}, not '
                                    f'{mode!r}{hint}')
         out['judge_mode'] = mode
+    if 'caption_seed' in options:
+        seed = options['caption_seed']
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise JudgeOptionError(f'--judge-args "caption_seed" must be a whole number >= 0, not {seed!r}')
+        if out.get('judge_mode') != 'efficient':
+            raise JudgeOptionError('--judge-args "caption_seed" picks the captions of R-Bench\'s efficient mode: give '
+                                   'it with "judge_mode": "efficient"')
+        out['caption_seed'] = seed
     return out
 
 

@@ -272,21 +272,43 @@ def test_official_repeats_are_assigned_to_each_score_in_turn():
     assert scores == {'1|dis': 1.0, '1|ref': 0.0, '2|dis': 0.0, '2|ref': 0.0}
 
 
-def test_efficient_caption_sample():
+def test_efficient_caption_is_drawn_per_run_from_its_seed():
     captions = ['a cat on a mat', 'a cat sitting', 'a kitten', 'a small cat', 'a pet cat']
     cap = item(pair_id=2, type='CAP', question='', distortion=3, strength=2, answer=repr(captions),
                pred_ref='a cat', pred_dis='a dog')
     assert len(plan_score(cap, 'dis').prompts) == 5                   # official: every caption
-    plan = plan_score(cap, 'dis', 'efficient')
+    with pytest.raises(ValueError, match='caption_seed'):
+        plan_score(cap, 'dis', 'efficient')                           # never a caption fixed for all runs
+    plan = plan_score(cap, 'dis', 'efficient', 7)
     (prompt,) = plan.prompts
-    first = B.caption_order(captions)[0]
-    assert sorted(B.caption_order(captions)) == sorted(captions)
-    assert prompt.count(f'correct answer [{first}]') == 1
+    drawn = B.caption_pick(captions, 7, '2|dis')
+    assert prompt.count(f'correct answer [{drawn}]') == 1
     assert still_needed(plan, [], 'efficient') == 1 and still_needed(plan, [1], 'efficient') == 0
     assert combine(plan, [[1]], 'efficient') == 0.5                   # that caption's verdict / 2
-    # The order depends on the captions only, never on the model's output.
-    other = plan_score({**cap, 'pred_dis': 'something else'}, 'dis', 'efficient')
-    assert f'correct answer [{first}]' in other.prompts[0]
+    # the draw depends on the seed and the score, never on the model's output
+    other = plan_score({**cap, 'pred_dis': 'something else'}, 'dis', 'efficient', 7)
+    assert f'correct answer [{drawn}]' in other.prompts[0]
+    # over seeds every caption is drawn equally often: the expected efficient score is official mode's mean over
+    # the captions, for any judge (here one that gives each caption its own verdict)
+    verdict = {c: v for c, v in zip(captions, (2, 0, 1, 0, 2))}
+    official = sum(verdict.values()) / (2 * len(captions))
+    seeds = range(5000)
+    drawn = [B.caption_pick(captions, s, '2|dis') for s in seeds]
+    assert all(abs(drawn.count(c) / len(drawn) - 0.2) < 0.02 for c in captions)
+    assert abs(sum(verdict[c] / 2 for c in drawn) / len(drawn) - official) < 0.01
+
+
+def test_a_caption_fixed_for_all_runs_is_biased_under_a_noisy_judge():
+    """Why the caption is drawn per run: a noisy judge's expected verdict differs by caption, so one caption chosen
+    once keeps its own offset from the official mean however often the run is repeated; drawn afresh, the offset
+    averages out."""
+    captions = ['a cat on a mat', 'a cat sitting', 'a kitten']
+    expected = {'a cat on a mat': 1.8, 'a cat sitting': 0.6, 'a kitten': 0.3}     # E[verdict] per caption
+    official = sum(expected.values()) / (2 * len(captions))
+    fixed = expected[B.caption_pick(captions, 0, '1|dis')] / 2
+    assert abs(fixed - official) > 0.1
+    runs = [expected[B.caption_pick(captions, s, '1|dis')] / 2 for s in range(20000)]
+    assert abs(sum(runs) / len(runs) - official) < 0.01
 
 
 def test_efficient_mode_under_a_noisy_judge_tracks_official(items, judge_calls_benchmark):
@@ -299,7 +321,8 @@ def test_efficient_mode_under_a_noisy_judge_tracks_official(items, judge_calls_b
     for seed in range(4):
         tables = {}
         for mode in ('official', 'efficient'):
-            scores, _ = run_protocol(sample, judge_calls_benchmark.noisy_judge(0.6, seed), mode)
+            scores, _ = run_protocol(sample, judge_calls_benchmark.noisy_judge(0.6, seed), mode,
+                                     caption_seed=100 + seed)
             tables[mode] = rbench_table(table_rows(sample, scores))
         for metric in diffs:
             diffs[metric].append(tables['efficient'][metric]['Overall'] - tables['official'][metric]['Overall'])

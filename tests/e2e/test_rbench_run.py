@@ -173,7 +173,7 @@ def test_efficient_resume_after_kill(runs):
     # reference caption of CAP dis/ref), with a third of the calls
     official, efficient = _score_json(runs['tmp'] / 'official'), _score_json(work, '_efficient')
     assert not (work / MODEL / f'{MODEL}_{DATA}_score.json').exists()      # never mistaken for official
-    _assert_scores(efficient, expected_rows(demo, 'efficient'))
+    _assert_scores(efficient, expected_rows(demo, 'efficient', efficient['judge']['caption_seed']))
     judge = efficient['judge']
     assert judge['mode'] == 'efficient' and judge['calls'] == len(final)
     assert judge['calls'] < official['judge']['calls'] / 2

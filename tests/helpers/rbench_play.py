@@ -15,7 +15,7 @@ import pytest
 
 from vlmeval_ext.prepare.demos import RBENCH_DEMO_TSV as DEMO_TSV, WIDTH0
 from vlmeval_ext.dataset.utils.rbench_full import rbench_table
-from vlmeval_ext.dataset.utils.rbench_full import caption_order, parse_captions, parse_choices
+from vlmeval_ext.dataset.utils.rbench_full import caption_pick, parse_captions, parse_choices
 
 MODEL = 'LoopbackGPT'
 DATA = 'R-Bench-Full_DEMO'
@@ -103,9 +103,9 @@ def judge_reply(prompt: str) -> str:
     return f'Score: {2 if m["answer"].strip().lower() == m["correct"].strip().lower() else 0}'
 
 
-def expected_rows(demo, mode: str = 'official') -> list[dict]:
+def expected_rows(demo, mode: str = 'official', caption_seed: int | None = None) -> list[dict]:
     """Per-item scores the scripted model and judge must produce (None: the unparseable item's dis and com).
-    Efficient mode judges one reference caption per CAP dis/ref score, the first in caption_order."""
+    Efficient mode judges one reference caption per CAP dis/ref score, drawn with the run's caption_seed."""
     broken = unparseable_item(demo)
     rows = []
     for r in demo[demo.variant == 'ref'].to_dict('records'):
@@ -113,9 +113,12 @@ def expected_rows(demo, mode: str = 'official') -> list[dict]:
         same = pid % 2 == 0
         if task == 'CAP':
             caps = parse_captions(r['answer'])
-            judged = caps if mode == 'official' else caption_order(caps)[:1]
-            ref = sum(c.strip().lower() == caps[0].strip().lower() for c in judged) / len(judged)
-            dis = ref if same else 0.0
+
+            def matched(kind):
+                judged = caps if mode == 'official' else [caption_pick(caps, caption_seed, f'{pid}|{kind}')]
+                return sum(c.strip().lower() == caps[0].strip().lower() for c in judged) / len(judged)
+            ref = matched('ref')
+            dis = matched('dis') if same else 0.0
         else:
             ref, dis = 1.0, (1.0 if same else 0.0)
         com = 1.0 if same else 0.0

@@ -22,9 +22,10 @@ class FunctionJudge:
         return self.reply(prompt)
 
 
-def plans_of(items, mode, kinds=KINDS):
-    """The Score plans of every scorable kind of every item (as RBenchFull.score_items builds them)."""
-    return [B.plan_score(item, kind, mode) for item in items for kind in kinds
+def plans_of(items, mode, kinds=KINDS, caption_seed=0):
+    """The Score plans of every scorable kind of every item (as RBenchFull.score_items builds them); efficient mode
+    draws its captions with `caption_seed`."""
+    return [B.plan_score(item, kind, mode, caption_seed) for item in items for kind in kinds
             if all(item[c] is not None for c in NEEDS[kind])]
 
 
@@ -38,9 +39,9 @@ def run_plans(plans, judge, mode):
     return scores, sum(a['calls'] for a in answers.values())
 
 
-def run_protocol(items, reply, mode='official', kinds=KINDS):
+def run_protocol(items, reply, mode='official', kinds=KINDS, caption_seed=0):
     """Score every item with a judge replying `reply(prompt)`: ({'<pair_id>|<kind>': score}, calls)."""
-    return run_plans(plans_of(items, mode, kinds), FunctionJudge(reply), mode)
+    return run_plans(plans_of(items, mode, kinds, caption_seed), FunctionJudge(reply), mode)
 
 
 def table_rows(items, scores):

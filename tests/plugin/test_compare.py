@@ -69,9 +69,11 @@ def test_k_changed_items_give_the_direct_mcnemar_numbers(tmp_path, capsys, lmu):
     direct = min(1.0, 2 * sum(math.comb(discordant, i) for i in range(len(better) + 1)) / 2 ** discordant)
     assert official['p_value'] == pytest.approx(direct, abs=1e-6)
     lo, hi = official['ci95']
-    assert lo <= official['difference'] <= hi < 0 or lo <= official['difference'] <= hi
+    assert lo <= official['difference'] <= hi
+    assert (lo > 0 or hi < 0) == (official['p_value'] < 0.05)          # the interval agrees with the test
+    assert official['ci95_method'].startswith('inverted exact McNemar')
     csv_head = (tmp_path / 'A_GRAB_DEMO_vs_B_GRAB_DEMO_compare.csv').read_text().splitlines()[0]
-    assert csv_head.startswith('score,unit,a,b,difference,ci95_low,ci95_high,p_value,test,n_matched')
+    assert csv_head.startswith('score,unit,a,b,difference,ci95_low,ci95_high,ci95_method,p_value,test,n_matched')
 
 
 def test_rbench_also_compares_reference_and_distorted_within_each_run(tmp_path, capsys, lmu):

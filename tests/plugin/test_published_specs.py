@@ -20,7 +20,9 @@ def test_every_benchmark_has_a_published_spec_that_parses():
         pub = load_published(key)
         assert pub.tables, key
         for table in pub.tables:
-            assert table.tolerance > 0 and table.rows, (key, table.id)
+            assert table.rows, (key, table.id)
+            for row in table.rows:      # every published figure has at most the decimals the table says it prints
+                assert all(round(v, table.digits) == v for v in row.values.values()), (key, table.id, row.model)
             # every row cites a source that exists and has a URL or a description
             for row in table.rows:
                 src = pub.sources[row.source]
@@ -107,7 +109,7 @@ def test_remi_human_row_only():
 
 
 def _minimal_spec(**table_overrides):
-    table = {'source': 's', 'tolerance': 1.0, 'columns': [{'name': 'A', 'ours': ['x']}, {'name': 'B', 'ours': None}],
+    table = {'source': 's', 'digits': 1, 'columns': [{'name': 'A', 'ours': ['x']}, {'name': 'B', 'ours': None}],
              'rows': [{'model': 'M', 'values': [1.0, 2.0]}]}
     table.update(table_overrides)
     return {'benchmark': 'X', 'unit': 'percent', 'datasets': ['X'], 'sources': {'s': {'url': 'u'}},

@@ -6,9 +6,13 @@ hold the MCQ third as two separate accuracies; this dataset scores all three tas
 paper's GPT judge protocol and reports absolute and relative robustness by task, strength, the
 7 steps and the 7 groups. R-Bench-Full-MCQ / -VQA / -CAP are the task subsets of the same TSV.
 
-Judge arguments: `judge_mode` official (the paper's protocol, default) or efficient (one reference
-caption per CAP score, repeats stopped once the score is settled);
-efficient results are written as <stem>_efficient_*, beside the official ones.
+Judge arguments: `judge_mode` official (the paper's protocol, default) or efficient, an extension
+of ours, not the paper's protocol: repeats are stopped once the score is settled (a 0/1/2 score
+at its first verdict, an MCQ majority once three verdicts agree) and each CAP score judges one
+reference caption drawn with the run's `caption_seed` (random unless given, kept by a resumed run,
+recorded in the score file). Over the judge's noise and the draw its expected score equals
+official mode's in every cell, at 0.333 of the calls. Efficient results are written as
+<stem>_efficient_*, beside the official ones.
 """
 import hashlib
 import os
@@ -43,6 +47,26 @@ def load_progress(path):
         logger.warning(f'{path}: unreadable ({type(err).__name__}), moved to {path}.unreadable; '
                        'its judge calls are asked again')
         return {}
+
+
+def caption_seed(given, done, path):
+    """Efficient mode's caption seed: the one given (judge argument `caption_seed`), else the one
+    this evaluation's progress file holds (a resumed run keeps its draws), else a fresh random one,
+    saved there before any call. It is recorded in the score file's judge block."""
+    saved = done.get('caption_seed')
+    if given is not None:
+        seed = int(given)
+        if saved is not None and int(saved) != seed:
+            raise ValueError(f'{path} was started with caption_seed {saved}, not {seed}: pass '
+                             f'{saved} to resume it, or delete the file to start afresh')
+    elif saved is not None:
+        seed = int(saved)
+    else:
+        seed = int.from_bytes(os.urandom(4), 'big')
+    if saved is None:
+        done['caption_seed'] = seed
+        dump(done, path)
+    return seed
 
 
 SUBSETS = {'R-Bench-Full-MCQ': 'MCQ', 'R-Bench-Full-VQA': 'VQA', 'R-Bench-Full-CAP': 'CAP'}
@@ -200,18 +224,21 @@ class RBenchFull(ImageBaseDataset):
             raise ValueError(f'judge_mode must be official or efficient, not {mode!r}')
         if name == 'exact_matching':
             raise ValueError('R-Bench needs an LLM judge (pass --judge MODEL)')
+        seed = judge_kwargs.pop('caption_seed', None)
         judge = self.judge(model=name, **judge_kwargs)
+        tmp = get_intermediate_file_path(eval_file, '_rbench_judge', 'pkl')
+        done = load_progress(tmp)
+        if mode == 'efficient':
+            seed = caption_seed(seed, done, tmp)
         plans = []
         for item in items:
             for kind in scorable(item):
                 try:
-                    plans.append(plan_score(item, kind, mode))
+                    plans.append(plan_score(item, kind, mode, seed))
                 except ValueError as err:
                     row = min(item['rows'].values())
                     raise ValueError(f"{eval_file}: row {row}, column 'answer': {err}") from None
         demands = prompt_demands(plans, mode)
-        tmp = get_intermediate_file_path(eval_file, '_rbench_judge', 'pkl')
-        done = load_progress(tmp)
         who = judge_id(name, judge)
         key = {p: f'{who}|{mode}|{hashlib.sha256(p.encode()).hexdigest()}' for p in demands}
 
@@ -250,4 +277,6 @@ class RBenchFull(ImageBaseDataset):
                      call_failures=sum(answers[p]['failed'] is not None for p in todo),
                      failed_keys=failed[:50], failures=dict(judge_failed_scores=len(failed)),
                      items=len(items))
+        if mode == 'efficient':
+            block['caption_seed'] = seed
         return rows, block

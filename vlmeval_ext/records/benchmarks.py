@@ -32,14 +32,16 @@ class Report:
 
     def interval_columns(self, score: Mapping) -> dict:
         """The headlines' 95 % intervals and the smallest difference this run's item count can detect."""
-        from vlmeval_ext.records.intervals import leaf, text
+        from vlmeval_ext.records.intervals import detectable_text, leaf, text
         if 'ci95' not in score:
             return {}
         out = {f'{label} 95 % CI ({unit})': text(leaf(score['ci95'], path), 2 if unit == '%' else 4)
                for label, path, unit in self.HEADLINE}
-        detect = score.get('detectable_difference') or {}
-        if detect.get('value') is not None:
-            out[f'detectable difference ({detect["unit"]})'] = detect['value']
+        detect = score.get('detectable_difference')
+        if isinstance(detect, Mapping):
+            value = detect.get('value')
+            out[f'detectable difference ({detect.get("unit", "")})'] = value if value is not None \
+                else detectable_text(detect)
         return out
 
     def run_record(self, dataset: str) -> dict:
@@ -244,7 +246,11 @@ class RBenchReport(Report):
 
     def intervals(self, eval_file, score, tag=''):
         from vlmeval_ext.records import intervals
-        return intervals.rbench(_read_table(stem_path(eval_file, f'{tag}_scores.csv')))
+        scores = _read_table(stem_path(eval_file, f'{tag}_scores.csv'))
+        block = intervals.rbench(scores)
+        if not tag and (score.get('judge') or {}).get('mode', 'official') == 'official':
+            block['judge_noise'] = intervals.rbench_judge_noise(scores)   # five repeats per score measure it
+        return block
 
     def interval_rows(self, score):
         from vlmeval_ext.records.intervals import leaf

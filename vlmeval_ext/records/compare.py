@@ -10,10 +10,11 @@ TSV md5) or of different item sets, a file that is an evaluation of another data
 judged score is marked "not comparable".
 
 Every headline is a weighted mean of item scores (a plain mean; ReMI: the mean of task means; RoCOCO t2i: the
-mean over seeds), so for each one: the difference B - A; its paired 95 % interval (a bootstrap over the items, or
-over images for retrieval, within the benchmark's strata); a paired p-value: the exact McNemar test when the item
+mean over seeds), so for each one: the difference B - A; a paired p-value: the exact McNemar test when the item
 scores are 0/1 and the mean is plain, otherwise a paired sign-flip permutation test (10,000 flips, seeded, the
-images as units for retrieval); and how many items went from right to wrong and back (right: a score of at least
+images as units for retrieval); its paired 95 % interval, one that agrees with that test (for McNemar: the
+Clopper-Pearson interval of the discordant pairs' split, inverted; otherwise a bootstrap over the items, or over
+images for retrieval, within the benchmark's strata); and how many items went from right to wrong and back (right: a score of at least
 0.5 for R-Bench's fractional scores). R-Bench adds the reference vs distorted comparison within each run.
 
 Output: a labelled table on the console and `<A>_vs_<B>_compare.{md,csv,json}` (--out DIR, default: the current
@@ -188,6 +189,28 @@ def mcnemar(right_to_wrong: int, wrong_to_right: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def mcnemar_interval(right_to_wrong: int, wrong_to_right: int, n: int) -> tuple[float, float]:
+    """The 95 % interval of the difference B - A (a share of n paired 0/1 items) that inverts the exact McNemar
+    test given the discordant count m: the Clopper-Pearson interval of theta = wrong->right / m, mapped to
+    (m / n)(2 theta - 1). It excludes 0 exactly when the test's p-value is below 0.05, so interval and test agree.
+    Conditional on m throughout: with no discordant pair, B - A is 0 on these items, [0, 0]."""
+    from vlmeval_ext.records.intervals import clopper_pearson
+    m = right_to_wrong + wrong_to_right
+    if m == 0:
+        return 0.0, 0.0
+    lo, hi = clopper_pearson(wrong_to_right, m)
+    return m / n * (2 * lo - 1), m / n * (2 * hi - 1)
+
+
+def _clean(x: float, digits: int) -> float:
+    return round(float(x), digits) + 0.0            # + 0.0: never -0.0
+
+
+def p_text(p: float) -> str:
+    """A p-value as printed: four decimals, scientific notation below 1e-4 (never `0`)."""
+    return f'{p:.1e}' if p < 1e-4 else f'{p:.4f}'
+
+
 def _cluster_sums(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ids, inverse = np.unique(clusters, return_inverse=True)
     return np.bincount(inverse, weights=values, minlength=len(ids)), inverse
@@ -200,13 +223,16 @@ def compare_headline(a: Headline, b: Headline) -> dict:
     difference = float(diff_items.sum()) * a.scale
     sums, inverse = _cluster_sums(diff_items, a.clusters)
     strata = pooled_strata(pd.Series(a.strata).groupby(inverse).first().to_numpy())
-    boot = resampled_sums(strata, sums) * a.scale        # (B,), resampled within strata
-    lo, hi = np.percentile(boot, [2.5, 97.5])
     ra, rb = a.values >= 0.5, b.values >= 0.5
     right_to_wrong, wrong_to_right = int((ra & ~rb).sum()), int((~ra & rb).sum())
     if a.binary and a.groups is None and not a.clustered:
         p, test = mcnemar(right_to_wrong, wrong_to_right), 'exact McNemar'
+        lo, hi = (a.scale * x for x in mcnemar_interval(right_to_wrong, wrong_to_right, len(a.values)))
+        interval = 'inverted exact McNemar (conditional on the discordant pairs)'
     else:
+        interval = f'paired bootstrap ({B:,} resamples{", images as units" if a.clustered else ""})'
+        boot = resampled_sums(strata, sums) * a.scale        # (B,), resampled within strata
+        lo, hi = np.percentile(boot, [2.5, 97.5])
         rng = np.random.default_rng(SEED)
         beyond = 0
         per = min(500, max(1, (32 << 20) // (16 * len(sums))))    # flips at a time: memory bounded at any size
@@ -219,11 +245,11 @@ def compare_headline(a: Headline, b: Headline) -> dict:
         if difference == 0 and not sums.any():
             p = 1.0
     digits = 4 if a.unit == '0-1' else 2
-    return {'a': round(float((a.values * weights).sum()) * a.scale, digits),
-            'b': round(float((b.values * weights).sum()) * b.scale, digits),
-            'difference': round(difference, digits), 'ci95': [round(float(lo), digits), round(float(hi), digits)],
-            'p_value': float(f'{p:.6g}'), 'test': test, 'n_matched': len(a.keys), 'right_to_wrong': right_to_wrong,
-            'wrong_to_right': wrong_to_right, 'unit': a.unit}
+    return {'a': _clean((a.values * weights).sum() * a.scale, digits),
+            'b': _clean((b.values * weights).sum() * b.scale, digits),
+            'difference': _clean(difference, digits), 'ci95': [_clean(lo, digits), _clean(hi, digits)],
+            'ci95_method': interval, 'p_value': float(f'{p:.6g}'), 'test': test, 'n_matched': len(a.keys),
+            'right_to_wrong': right_to_wrong, 'wrong_to_right': wrong_to_right, 'unit': a.unit}
 
 
 # ------------------------------------------------------------------------------------------------ the runs
@@ -392,13 +418,14 @@ def markdown(result: dict) -> str:
     lines = [f'# {result["dataset"]}{mode}: B = {b} vs A = {a}', '']
     if result.get('not_comparable'):
         lines += [f'**Not comparable where marked:** {result["not_comparable"]}.', '']
-    lines += ['| score | A | B | B - A | 95 % CI of B - A | p | test | items | right -> wrong | wrong -> right |',
-              '|---|---|---|---|---|---|---|---|---|---|']
+    lines += ['| score | A | B | B - A | 95 % CI of B - A | interval | p | test | items | right -> wrong | '
+              'wrong -> right | reading |',
+              '|---|---|---|---|---|---|---|---|---|---|---|---|']
     for name, r in result['scores'].items():
         mark = ' **not comparable: different judges**' if r.get('not_comparable') else ''
         lines.append(f'| {name} ({r["unit"]}){mark} | {r["a"]} | {r["b"]} | {r["difference"]:+} | '
-                     f'[{r["ci95"][0]}, {r["ci95"][1]}] | {r["p_value"]:.2g} | {r["test"]} | {r["n_matched"]} | '
-                     f'{r["right_to_wrong"]} | {r["wrong_to_right"]} |')
+                     f'[{r["ci95"][0]}, {r["ci95"][1]}] | {r["ci95_method"]} | {p_text(r["p_value"])} | {r["test"]} | '
+                     f'{r["n_matched"]} | {r["right_to_wrong"]} | {r["wrong_to_right"]} | {reading(r)} |')
     if 'reference_vs_distorted' in result:
         lines += ['', 'Within each run, the distorted image against the reference image (absolute vs reference '
                   'score, the gap relative robustness measures):', '',
@@ -406,9 +433,19 @@ def markdown(result: dict) -> str:
                   '|---|---|---|---|---|---|---|']
         for side, r in result['reference_vs_distorted'].items():
             lines.append(f'| {side.upper()} | {r["a"]} | {r["b"]} | {r["difference"]:+} | [{r["ci95"][0]}, '
-                         f'{r["ci95"][1]}] | {r["p_value"]:.2g} | {r["n_matched"]} |')
-    lines += ['', f'Paired over the same items; intervals from {B:,} bootstrap resamples (seed {SEED}).']
+                         f'{r["ci95"][1]}] | {p_text(r["p_value"])} | {r["n_matched"]} |')
+    lines += ['', f'Paired over the same items. 0/1 item scores with a plain mean: the interval inverts the exact '
+              f'McNemar test, so it excludes 0 exactly when p < 0.05; other scores: {B:,} bootstrap resamples (seed '
+              f'{SEED}) and a sign-flip permutation test. "not detectably different" is not "equal": the interval '
+              'says how large a difference these items cannot rule out.']
     return '\n'.join(lines) + '\n'
+
+
+def reading(r: dict) -> str:
+    """The comparison in words, from the test: a difference, or not detectably different (never "no difference")."""
+    if r['p_value'] < 0.05:
+        return f'B {"higher" if r["difference"] > 0 else "lower"} (p {p_text(r["p_value"])})'
+    return 'not detectably different at these items'
 
 
 def short_stem(stem: str, limit: int = 100) -> str:
@@ -442,7 +479,7 @@ def compare_main(argv=None) -> int:
     write_json(result, f'{prefix}.json')
     Path(f'{prefix}.md').write_text(text, encoding='utf-8')
     with open(f'{prefix}.csv', 'w', newline='', encoding='utf-8') as f:
-        fields = ['score', 'unit', 'a', 'b', 'difference', 'ci95_low', 'ci95_high', 'p_value', 'test', 'n_matched',
+        fields = ['score', 'unit', 'a', 'b', 'difference', 'ci95_low', 'ci95_high', 'ci95_method', 'p_value', 'test', 'n_matched',
                   'right_to_wrong', 'wrong_to_right']
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from vlmeval_ext.records.published import (Published, compare_run, format_value, our_row, published_for_dataset,
-                                        read_score_json, text_at)
+                                           read_score_json, side_by_side_rows, text_at)
 
 MAX_GENERIC_COLUMNS = 20
 
@@ -119,7 +119,13 @@ def build_layouts(dataset_name: str, runs: Sequence[Run], pub: Published | None)
             if all(v is None for v in values.values()):
                 continue          # this run has nothing in this layout (e.g. no per-dimension scores)
             cmp = compare_run(pub, run.score, dataset_name, pub.model_map.get(run.model))
+            reproduced = None
+            if with_paper and cmp.comparable and mapped:
+                cells = [r for r in side_by_side_rows(pub, run.score, dataset_name, mapped, cmp)
+                         if r['diff'] is not None and r['table'] in {t.id for t in tables}]
+                reproduced = (sum(not r['flag'] for r in cells), len(cells)) if cells else None
             rows.append({'kind': 'ours', 'model': run.model, 'paper_row': mapped, 'judge': run.judge,
+                         'reproduced': reproduced,
                          'items': cmp.items_scored, 'paper_items': cmp.paper_items,
                          'comparable': cmp.comparable if with_paper else None,
                          'not_comparable_why': (cmp.why or None) if with_paper else None,
@@ -255,7 +261,12 @@ def _items_cell(row: Mapping) -> str:
 def _comparable_cell(row: Mapping) -> str:
     if row.get('kind') != 'ours' or row.get('comparable') is None:
         return '-'
-    return 'yes' if row['comparable'] else f'not comparable: {row["not_comparable_why"]}'
+    if not row['comparable']:
+        return f'not comparable: {row["not_comparable_why"]}'
+    if row.get('reproduced'):
+        k, m = row['reproduced']
+        return f'comparable: reproduced in {k} of {m} cells (rounding + judge noise; `<stem>_vs_paper.md`)'
+    return 'comparable'
 
 
 def plot_leaderboard(layouts: Sequence[Layout], path: str | Path, dataset_name: str, unit: str = '') -> None:

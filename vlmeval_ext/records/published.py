@@ -1,6 +1,7 @@
 """Published results (dataset_specs/published/<bench>.yaml) next to ours: load, map, compare (pure; no kit import).
 
-A published spec holds tables in the paper's layout. Each table names its source, a tolerance and its columns;
+A published spec holds tables in the paper's layout. Each table names its source, the decimals it prints and its
+columns;
 each column says where our value sits in a benchmark's `<stem>_score.json` (`ours: [key, key, ...]`, or null
 when the paper's number has no counterpart we can compute). `model_map` maps kit model names to table rows.
 
@@ -10,7 +11,14 @@ writes `<stem>_vs_paper.csv` / `.md` and returns the table (None when the model 
 Every comparison says what it compares (`comparison` in the spec): the items scored against the paper's item
 count, the judge used against the paper's judge, the input mode against the paper's. A run on a subset (`--limit`,
 failures left out), with another judge (offline, or another model) or another input mode is marked "not
-comparable: <why>" and gets no tolerance verdicts (no `!` flags).
+comparable: <why>" and gets no verdicts (no `!` flags).
+
+On the paper's own items the question is "same protocol, same number?", not item sampling: each cell's verdict
+compares |ours - paper| with what the two numbers can differ by without any difference in protocol: the rounding of
+the published figure (half its last printed digit) plus, where the run measured it, twice the judge's own noise
+(R-Bench's five repeated calls per score give the variance of a rerun; `judge_noise` in the score file). Within it:
+"reproduced within X"; beyond: "differs by D", and by what (the judge or the protocol; for rule-scored benchmarks the
+model's outputs or the protocol).
 """
 from __future__ import annotations
 
@@ -24,8 +32,8 @@ from vlmeval_ext.spec import load_spec, spec_dir
 from vlmeval_ext.errors import ExtError
 
 PUBLISHED_FOLDER = 'published'
-SIDE_BY_SIDE_COLUMNS = ['table', 'column', 'ours', 'ci95_low', 'ci95_high', 'paper', 'diff', 'judged_by', 'tolerance',
-                        'flag', 'paper_row',
+SIDE_BY_SIDE_COLUMNS = ['table', 'column', 'ours', 'paper', 'diff', 'rounding', 'judge_noise_sd', 'allowed',
+                        'verdict', 'flag', 'paper_row',
                         'verified_by_us', 'source', 'items_scored', 'paper_items', 'judge', 'paper_judge',
                         'input_mode', 'paper_input_mode', 'comparable', 'not_comparable_why']
 
@@ -60,9 +68,14 @@ class Table:
     title: str
     layout: str
     source: str
-    tolerance: float
+    digits: int                   # decimals the source prints
     columns: list
     rows: list
+
+    @property
+    def rounding(self) -> float:
+        """Half the last printed digit: how far the exact value behind a published figure can lie from it."""
+        return 0.5 * 10 ** -self.digits
 
     def row(self, model: str) -> Row | None:
         return next((r for r in self.rows if r.model == model), None)
@@ -121,6 +134,12 @@ def _number(value, where: str) -> float:
     return float(value)
 
 
+def _digits(value, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 8:
+        raise PublishedSpecError(f'{where}: {value!r} is not the number of decimals the source prints (0-8)')
+    return value
+
+
 def parse_published(spec: Mapping, key: str) -> Published:
     """Validate and convert one parsed published spec; errors name file, table, row and column."""
     where = f'dataset_specs/{PUBLISHED_FOLDER}/{key}.yaml'
@@ -163,7 +182,7 @@ def parse_published(spec: Mapping, key: str) -> Published:
         if len({r.model for r in rows}) != len(rows):
             raise PublishedSpecError(f'{tw}: duplicate row names')
         tables.append(Table(table_id, str(t.get('title', table_id)), str(t.get('layout', table_id)), t['source'],
-                            _number(t.get('tolerance'), f'{tw} tolerance'), columns, rows))
+                            _digits(t.get('digits'), f'{tw} digits'), columns, rows))
     comparison = _parse_comparison(spec.get('comparison') or {}, where, tuple(spec['datasets']))
     model_map = {}
     known_rows = {r.model for t in tables for r in t.rows}
@@ -362,31 +381,39 @@ def compare_run(pub: Published, score: Mapping, dataset_name: str, mapping: Mapp
 
 
 # ------------------------------------------------------------------------------------------ side by side
-def our_interval(col: Column, score: Mapping, dataset_name: str) -> list | None:
-    """Our 95 % interval of a column (the score file's ci95 at the column's key path), or None."""
-    from vlmeval_ext.records.intervals import leaf
-    return leaf(score.get('ci95'), col.ours) if col.applies_to(dataset_name) else None
+def judge_noise_at(col: Column, score: Mapping, dataset_name: str) -> float | None:
+    """The standard deviation of our cell from the judge's own noise (the score file's judge_noise at the column's
+    key path), or None where the run did not measure it."""
+    node = score.get('judge_noise') or {}
+    if not col.applies_to(dataset_name):
+        return None
+    for key in col.ours:
+        if not isinstance(node, Mapping) or str(key) not in node:
+            return None
+        node = node[str(key)]
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
-def verdict(diff, paper, interval, tolerance: float) -> tuple[bool, str]:
-    """(flagged, how it was judged): the paper's number inside our 95 % interval, or, for a cell without an
-    interval, |ours - paper| within the table's tolerance."""
+def verdict(diff, rounding: float, noise: float | None, judged: bool) -> tuple[bool, float | None, str]:
+    """(differs, allowed, the verdict in words): |diff| against the published rounding plus twice the judge's noise
+    where it was measured."""
     if diff is None:
-        return False, 'not computed'
-    if interval is not None:
-        inside = interval[0] - 1e-9 <= paper <= interval[1] + 1e-9
-        return not inside, 'inside our 95 % interval' if inside else 'outside our 95 % interval'
-    within = abs(diff) <= tolerance + 1e-12
-    return not within, 'within tolerance (no interval)' if within else 'beyond tolerance (no interval)'
+        return False, None, 'not computed'
+    allowed = rounding + (2 * noise if noise is not None else 0.0)
+    if abs(diff) <= allowed + 1e-12:
+        return False, allowed, f'reproduced within {allowed:.4g}'
+    cause = 'judge or protocol' if judged else 'model outputs or protocol'
+    return True, allowed, f'differs by {diff:+.4g}: {cause}'
 
 
 def side_by_side_rows(pub: Published, score: Mapping, dataset_name: str, paper_row: str,
                       comparison: Comparison | None = None) -> list[dict]:
-    """One record per (table, column) of every table holding `paper_row`: ours, our 95 % interval, paper,
-    diff = ours - paper, flag when the paper's number lies outside our interval (the table's tolerance for a cell
-    without one), and what was compared. Paper-only columns (ours null) are kept with an empty diff. A run that is
-    not comparable (`comparison.reasons`) gets no flags."""
+    """One record per (table, column) of every table holding `paper_row`: ours, paper, diff = ours - paper, the
+    rounding of the published figure, our judge noise (where measured), what a difference may be without any
+    difference in protocol (`allowed`), the verdict in words, a flag where it differs, and what was compared.
+    Paper-only columns (ours null) are kept with an empty diff. A run that is not comparable gets no verdict."""
     cmp = comparison or compare_run(pub, score, dataset_name)
+    judged = pub.comparison.get('judge') is not None
     records = []
     for table, row in pub.rows_named(paper_row):
         ours = our_row(table, score, dataset_name) if dataset_name in pub.datasets \
@@ -394,13 +421,12 @@ def side_by_side_rows(pub: Published, score: Mapping, dataset_name: str, paper_r
         for col in table.columns:
             paper, mine = row.values[col.name], ours[col.name]
             diff = None if mine is None else mine - paper
-            interval = our_interval(col, score, dataset_name) if dataset_name in pub.datasets else None
-            flagged, how = verdict(diff, paper, interval, table.tolerance)
+            noise = judge_noise_at(col, score, dataset_name) if dataset_name in pub.datasets else None
+            differs, allowed, words = verdict(diff, table.rounding, noise, judged)
             records.append({'table': table.id, 'column': col.name, 'ours': mine, 'paper': paper, 'diff': diff,
-                            'ci95_low': interval[0] if interval else None,
-                            'ci95_high': interval[1] if interval else None, 'judged_by': how if cmp.comparable
-                            else 'not comparable', 'tolerance': table.tolerance,
-                            'flag': cmp.comparable and flagged,
+                            'rounding': table.rounding, 'judge_noise_sd': noise, 'allowed': allowed,
+                            'verdict': words if cmp.comparable else 'not comparable',
+                            'flag': cmp.comparable and differs,
                             'paper_row': paper_row, 'verified_by_us': row.verified_by_us,
                             'source': pub.source_text(row.source), 'items_scored': cmp.items_scored,
                             'paper_items': cmp.paper_items, 'judge': cmp.judge, 'paper_judge': cmp.paper_judge,
@@ -433,9 +459,10 @@ def side_by_side_markdown(pub: Published, records: Sequence[Mapping], model_name
         lines += comparison.facts
         lines += [f'Run notes: {"; ".join(notes)}.'] if notes else []
         lines += ['', f'**Not comparable: {comparison.why}.** The differences below are shown for information; no '
-                      'cell is judged against the paper (an interval over other items says nothing about its '
-                      'number).' if not comparison.comparable else
-                  'Comparable: the paper\'s items, judge and input mode.', '']
+                      'cell is judged against the paper.' if not comparison.comparable else
+                  'Comparable: the paper\'s items, judge and input mode. Each cell asks "same protocol, same '
+                  'number?": the difference against the published rounding plus twice the judge noise this run '
+                  'measured (none measured: the rounding alone).', '']
     if mapping.get('correspondence') != 'exact':
         lines += [f'Model correspondence is {mapping.get("correspondence")}: {mapping.get("note") or "see model_map"}.', '']
     by_table: dict[str, list] = {}
@@ -448,8 +475,8 @@ def side_by_side_markdown(pub: Published, records: Sequence[Mapping], model_name
         cols = [r['column'] for r in recs]
         lines.append(f'## {table.title}')
         lines.append('')
-        lines.append(f'Source: {recs[0]["source"]}. A cell is flagged when the paper\'s number lies outside our 95 % '
-                     f'interval (a cell without one: beyond +/-{table.tolerance:g}, {pub.unit}).')
+        lines.append(f'Source: {recs[0]["source"]}, printed to {table.digits} decimals (rounding '
+                     f'+/-{table.rounding:g}, {pub.unit}).')
         unverified = sorted({r['source'] for r in recs if not r['verified_by_us']})
         if unverified:
             lines.append(f'Not verified by us (quoted from {", ".join(unverified)}).')
@@ -457,11 +484,11 @@ def side_by_side_markdown(pub: Published, records: Sequence[Mapping], model_name
         lines.append('| | ' + ' | '.join(cols) + ' |')
         lines.append('|---|' + '---|' * len(cols))
         lines.append(f'| ours ({model_name}) | ' + ' | '.join(format_value(r['ours'], pub.unit) for r in recs) + ' |')
-        lines.append('| our 95 % interval | ' + ' | '.join(
-            f'{format_value(r["ci95_low"], pub.unit)} - {format_value(r["ci95_high"], pub.unit)}'
-            if r.get('ci95_low') is not None else '-' for r in recs) + ' |')
         lines.append(f'| paper ({mapping["row"]}) | ' + ' | '.join(format_value(r['paper'], pub.unit) for r in recs) + ' |')
         lines.append('| difference | ' + ' | '.join(_fmt_diff(r['diff'], pub.unit, r['flag']) for r in recs) + ' |')
+        lines.append('| judge noise (sd) | ' + ' | '.join(
+            '-' if r['judge_noise_sd'] is None else f'{r["judge_noise_sd"]:.4f}' for r in recs) + ' |')
+        lines.append('| verdict | ' + ' | '.join(r['verdict'] for r in recs) + ' |')
         notes = [f'{c.name}: {c.note}' for c in table.columns if c.note]
         if notes:
             lines += [''] + [f'- {n}' for n in notes]
@@ -469,8 +496,11 @@ def side_by_side_markdown(pub: Published, records: Sequence[Mapping], model_name
     if comparison is not None and not comparison.comparable:
         lines.append(f'Not comparable ({comparison.why}): no verdicts.')
     else:
-        lines.append(f'{n_flagged} cell(s) where the paper\'s number is outside our 95 % interval.' if n_flagged
-                     else 'Every compared cell holds the paper\'s number inside our 95 % interval.')
+        compared = [r for r in records if r['diff'] is not None]
+        lines.append(f'Reproduced in {len(compared) - n_flagged} of {len(compared)} compared cells; '
+                     f'{n_flagged} differ beyond the rounding and the measured judge noise (largest difference '
+                     f'{max((abs(r["diff"]) for r in compared), default=0):.4g}).' if compared else
+                     'No cell could be compared.')
     return '\n'.join(lines) + '\n'
 
 

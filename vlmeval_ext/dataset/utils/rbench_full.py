@@ -216,19 +216,22 @@ def certain_letter(output, options):
     return hits[0] if len(hits) == 1 else None
 
 
-def caption_order(captions):
-    """Reference captions in a fixed pseudo-random order (SHA-256 of the text): the one efficient
-    mode judges is an unbiased sample, whatever the judge (the release order is not)."""
-    return sorted(captions, key=lambda c: hashlib.sha256(c.encode('utf-8')).hexdigest())
+def caption_pick(captions, seed, key):
+    """The one reference caption efficient mode judges for a CAP score: drawn uniformly, per
+    score, from the run's caption seed (SHA-256 of the seed and the score's key). Over the draw of
+    the seed its expected score is the mean over all captions, i.e. official mode's, whatever the
+    judge (a caption fixed once for all runs would keep its own offset from that mean)."""
+    digest = hashlib.sha256(f'{int(seed)}|{key}'.encode('utf-8')).digest()
+    return captions[int.from_bytes(digest[:8], 'big') % len(captions)]
 
 
 # --------------------------------------------------------------------------------- protocol
 Score = namedtuple('Score', 'key prompts repeats rule scale')
 
 
-def plan_score(item, kind, mode='official'):
+def plan_score(item, kind, mode='official', caption_seed=None):
     """One judged score of one item: the prompts it asks, how often the official protocol asks
-    each, and how the verdicts combine."""
+    each, and how the verdicts combine. Efficient mode needs the run's `caption_seed` (an int)."""
     task = item['type']
     judged = item['pred_dis'] if kind in ('dis', 'com') else item['pred_ref']
     truth = item['pred_ref'] if kind == 'com' else item['answer']
@@ -241,7 +244,9 @@ def plan_score(item, kind, mode='official'):
     else:
         refs = [truth] if kind == 'com' else parse_captions(truth)
         if mode == 'efficient' and kind != 'com':
-            refs = caption_order(refs)[:1]
+            if caption_seed is None:
+                raise ValueError('efficient mode needs the run\'s caption_seed')
+            refs = [caption_pick(refs, caption_seed, f"{item['pair_id']}|{kind}")]
         prompts = [fill(template, answer=judged, correct=ref) for ref in refs]
     repeats = 1 if task == 'CAP' and kind != 'com' else REPEATS
     rule = 'majority' if task == 'MCQ' else 'sum_over_2n'

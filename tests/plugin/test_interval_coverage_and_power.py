@@ -1,0 +1,185 @@
+"""What the statistics claim, checked against a known truth: the 95 % intervals cover at small n on the real R-Bench
+items, no interval has zero width, `detectable_difference` is the exact test's, and `compare`'s interval agrees
+with its test. (benchmarks/interval_coverage.py runs the larger simulations.)"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers.rbench_population import population
+from vlmeval_ext.records import intervals as I
+from vlmeval_ext.records.compare import mcnemar, mcnemar_interval, p_text
+
+
+@pytest.fixture(scope='module')
+def pop(fixtures_dir):
+    return population(fixtures_dir)
+
+
+def _coverage(pop, metric: str, cell: np.ndarray, per_stratum: int, reps: int, seed: int) -> float:
+    """Share of stratified samples (per_stratum items of every task x strength) whose interval of the cell's mean
+    holds the cell's mean over all 1,485 items."""
+    strata = np.char.add(pop['type'], pop['strength'].astype(str))
+    labels = np.unique(strata)
+    values = pop[metric]
+    truth = values[cell].mean()
+    rng = np.random.default_rng(seed)
+    covered = 0
+    for _ in range(reps):
+        idx = np.concatenate([rng.choice(np.flatnonzero(strata == g), per_stratum, replace=False) for g in labels])
+        idx = idx[cell[idx]]
+        mean, var, df, n = I.stratified(values[idx], strata[idx])
+        lo, hi = I.korn_graubard(mean, var, n, df)
+        assert hi > lo                                   # never a zero-width interval
+        covered += lo - 1e-12 <= truth <= hi + 1e-12
+    return covered / reps
+
+
+@pytest.mark.parametrize('metric', ['absolute', 'relative'])
+@pytest.mark.parametrize('per_stratum', [5, 11])              # 45 and 99 items
+def test_overall_interval_covers_at_small_n(pop, metric, per_stratum):
+    everything = np.ones(len(pop['type']), bool)
+    assert _coverage(pop, metric, everything, per_stratum, reps=600, seed=per_stratum) >= 0.93
+
+
+@pytest.mark.parametrize('metric', ['absolute', 'relative'])
+def test_smallest_cell_interval_covers_at_45_items(pop, metric):
+    """CAP-high at 45 items: 5 items in the cell (the bootstrap covered 0.80 here)."""
+    cap_high = (pop['type'] == 'CAP') & (pop['strength'] == 3)
+    assert _coverage(pop, metric, cap_high, 5, reps=1000, seed=3) >= 0.93
+
+
+def test_a_constant_cell_gets_the_exact_interval_not_zero_width():
+    assert I.korn_graubard(0.0, 0.0, 8, 7) == [0.0, 0.3694]             # Clopper-Pearson 0 of 8
+    lo, hi = I.korn_graubard(1.0, 0.0, 8, 7, 100.0)
+    assert hi == 100.0 and 60 < lo < 70
+    scores = pd.DataFrame({'pair_id': range(16), 'name': 'x', 'type': ['CAP'] * 8 + ['MCQ'] * 8,
+                           'distortion': 1, 'strength': 1, 'score_ref': 1.0, 'score_com': 1.0,
+                           'score_dis': [0.0] * 8 + [1.0, 0.0] * 4})
+    block = I.rbench(scores)
+    assert block['ci95']['absolute']['CAP'] == [0.0, 0.3694]
+    widths = [hi - lo for metric in block['ci95'].values() for iv in metric.values() if iv for lo, hi in [iv]]
+    assert widths and min(widths) > 0
+
+
+def test_retrieval_with_every_query_missed_is_not_certain():
+    ranks = pd.DataFrame({'seed': '-', 'query': range(40), 'cluster': np.repeat(range(8), 5), 'rank': 20,
+                          'top1_false': 1})
+    block = I.rococo_retrieval(ranks)
+    assert block['ci95']['metrics']['R@1'] == [0.0, 36.9417]           # 0 of 8 images
+    assert block['ci95']['metrics']['false_rate'] == [63.0583, 100.0]
+
+
+def _exact_power_by_simulation(n, p_a, p_b, reps=4000, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.random((reps, n)) < p_a
+    b = rng.random((reps, n)) < p_b
+    rw, wr = (a & ~b).sum(axis=1), (~a & b).sum(axis=1)
+    return float(np.mean([mcnemar(int(x), int(y)) < 0.05 for x, y in zip(rw, wr)]))
+
+
+def test_detectable_difference_is_the_exact_mcnemar_power_at_41_items():
+    """GRAB_DEMO's size: 41 items at 73 %. No difference under 6 discordant items (14.6 points) can even reach
+    p < 0.05, and the normal approximation's 27.8 points had less than 80 % power under the exact test."""
+    n, p = 41, 30 / 41
+    got = I.detectable('binary', 100.0, n, p)
+    d = got['value'] / 100
+    assert got['value'] >= 100 * 6 / 41
+    assert _exact_power_by_simulation(n, p, p - d) >= 0.78                # 80 % up to simulation error
+    assert _exact_power_by_simulation(n, p, p - (d - 0.06)) < 0.8
+    assert got['note'].startswith(f'differences under {got["value"]:g} points cannot be detected with 80 % power')
+
+
+def test_detectable_difference_never_prints_zero():
+    constant = I.detectable('design', 1.0, 24, 0.5, 0.0, 23)
+    assert constant['value'] is None and constant['note'].startswith('no variation in this run')
+    assert I.detectable_text(constant) == 'no variation in this run'
+    all_right = I.detectable('binary', 100.0, 41, 1.0)                  # binary: the exact test still answers
+    assert all_right['value'] and all_right['value'] > 0
+
+
+def test_remi_detectable_uses_the_variance_of_the_task_means():
+    """ReMI's Overall is the mean of task accuracies: unequal task sizes make its variance larger than the plain
+    item variance says."""
+    tasks = np.array(['a'] * 40 + ['b'] * 4)
+    hits = np.array([1.0, 0.0] * 20 + [1.0, 0.0, 1.0, 0.0])
+    mean, var, df, n = I.task_mean(hits, tasks, ['a', 'b'])
+    plain = hits.var(ddof=1) / len(hits)
+    assert var > 1.5 * plain
+    by_tasks = I.detectable('design', 100.0, n, mean, var, df)['value']
+    by_items = I.detectable('design', 100.0, n, hits.mean(), plain, n - 1)['value']
+    assert by_tasks > by_items
+
+
+def test_compare_interval_excludes_zero_exactly_when_mcnemar_rejects():
+    n = 60
+    for m in range(0, 31):
+        for wr in range(m + 1):
+            lo, hi = mcnemar_interval(m - wr, wr, n)
+            assert lo <= (2 * wr - m) / n <= hi
+            assert (lo > 0 or hi < 0) == (mcnemar(m - wr, wr) < 0.05), (m, wr, lo, hi)
+    lo, hi = mcnemar_interval(0, 4, 41)                # the issue's case: 4 wrong -> right, p = 0.125
+    assert lo < 0 < hi and mcnemar(0, 4) == 0.125
+
+
+def test_p_values_print_in_scientific_notation_when_tiny():
+    assert p_text(9.094947e-13) == '9.1e-13' and p_text(0.125) == '0.1250' and p_text(1.0) == '1.0000'
+    assert math.copysign(1, I._r(-0.00001)) == 1.0                       # rounding never gives -0.0
+
+
+def _official_rows(items, reply):
+    """R-Bench's per-item rows (scores and the verdicts column) from the official protocol in one thread."""
+    from helpers.rbench_protocol import FunctionJudge, plans_of
+    from vlmeval_ext.dataset.utils import rbench_full as B
+    plans = plans_of(items, 'official')
+    demands = B.prompt_demands(plans, 'official')
+    judge = FunctionJudge(reply)
+    answers = {p: B.ask(judge, p, scale, needs) for p, (scale, needs, _) in demands.items()}
+    got = B.assign(demands, answers)
+    by_key = {p.key: p for p in plans}
+    rows = []
+    for it in items:
+        row = {'pair_id': it['pair_id'], 'name': it['name'], 'type': it['type'], 'distortion': it['distortion'],
+               'strength': it['strength']}
+        for kind in ('dis', 'ref', 'com'):
+            v = got[f"{it['pair_id']}|{kind}"]
+            row[f'score_{kind}'] = B.combine(by_key[f"{it['pair_id']}|{kind}"], v, 'official')
+            row[f'verdicts_{kind}'] = ';'.join(','.join(map(str, x)) for x in v)
+        rows.append(row)
+    return pd.DataFrame(rows).astype(str)
+
+
+def test_judge_noise_from_one_run_predicts_the_spread_of_reruns(fixtures_dir):
+    """The judge noise a single official run reads from its five repeats per score is the spread of Overall over
+    reruns of the judge (a noisy judge, q = 0.8, 30 reruns, on 200 real MCQ and VQA items)."""
+    from helpers.fixtures import llava15_items
+    from helpers.rbench_population import judge_calls_benchmark
+    bench = judge_calls_benchmark()
+    items = [it for it in llava15_items(fixtures_dir) if it['type'] != 'CAP'][::4][:200]
+    overall = {'absolute': [], 'relative': []}
+    estimated = {'absolute': [], 'relative': []}
+    for seed in range(30):
+        rows = _official_rows(items, bench.noisy_judge(0.8, seed))
+        noise = I.rbench_judge_noise(rows)
+        for metric in overall:
+            dis, ref, com = (pd.to_numeric(rows[f'score_{k}']) for k in ('dis', 'ref', 'com'))
+            overall[metric].append((dis if metric == 'absolute' else com * ref).mean())
+            estimated[metric].append(noise[metric]['Overall'])
+    for metric in overall:
+        ratio = np.mean(estimated[metric]) / np.std(overall[metric], ddof=1)
+        assert 0.7 < ratio < 1.4, (metric, ratio)
+
+
+def test_judge_noise_leaves_out_a_failed_score_and_reads_repeats():
+    rows = pd.DataFrame({'pair_id': ['1', '2'], 'name': 'x', 'type': 'VQA', 'distortion': '1', 'strength': '1',
+                         'score_dis': ['0.8', ''],
+                         'verdicts_dis': ['2,2,1,2,1', 'no verdict in (0, 1, 2) in 3 replies'],
+                         'score_ref': ['1.0', '1.0'], 'verdicts_ref': ['2,2,2,2,2', '2,2,2,2,2'],
+                         'score_com': ['1.0', '1.0'], 'verdicts_com': ['2,2,2,2,2', '2,2,2,2,2']})
+    noise = I.rbench_judge_noise(rows)
+    # one scored item: var(score) = 5 s^2 / (2 x 5)^2 = s^2 / 20 (the failed one is left out)
+    assert noise['absolute']['Overall'] == pytest.approx(math.sqrt(np.var([2, 2, 1, 2, 1], ddof=1) / 20), abs=1e-5)
+    assert noise['relative']['Overall'] == 0.0                       # every repeat agreed
