@@ -99,12 +99,6 @@ def stratified(values: np.ndarray, strata: np.ndarray) -> tuple[float, float, fl
     return float(x.mean()), var, (var * var / den if den > 0 else float(n - 1)), n
 
 
-def design_interval(values: np.ndarray, strata: np.ndarray, scale: float = 1.0) -> tuple[list | None, int]:
-    """(the Korn-Graubard interval of the plain mean of values drawn within strata, n)."""
-    mean, var, df, n = stratified(np.asarray(values, float), strata)
-    return korn_graubard(mean, var, n, df, scale), n
-
-
 def task_mean(hits: np.ndarray, tasks: np.ndarray, order: Sequence[str]) -> tuple[float, float, float, int]:
     """(mean of the task means, its variance, degrees of freedom, n) for 0/1 hits: ReMI's Overall. A task's
     variance is p (1 - p) / (n_t - 1) (the unbiased one); a task of one item counts 1/4, the most a 0/1 value has."""
