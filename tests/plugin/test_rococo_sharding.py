@@ -6,7 +6,9 @@ would triple the test's time.
 """
 from __future__ import annotations
 
+import datetime
 import os
+import time
 
 import numpy as np
 import pytest
@@ -44,7 +46,8 @@ class ToyEmbedder:
 
 def _worker(rank, world, init_file, images, out_dir):
     import torch.distributed as dist
-    dist.init_process_group('gloo', init_method=f'file://{init_file}', rank=rank, world_size=world)
+    dist.init_process_group('gloo', init_method=f'file://{init_file}', rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
     emb = ToyEmbedder()
     np.save(os.path.join(out_dir, f'img_{rank}.npy'), E.embed_images(emb, images, None, 'f', batch_size=2,
                                                                      progress=False))
@@ -66,7 +69,13 @@ def test_two_ranks_equal_one_process(tmp_path):
     single = {'img': E.embed_images(emb, images, None, 'f', batch_size=2, progress=False),
               'txt': E.embed_texts(emb, TEXTS, None, 'f', batch_size=2, progress=False)}
     assert np.unique(single['img'].round(5), axis=0).shape[0] == 5
-    mp.spawn(_worker, args=(2, str(tmp_path / 'init'), images, str(tmp_path)), nprocs=2, join=True)
+    ranks = mp.spawn(_worker, args=(2, str(tmp_path / 'init'), images, str(tmp_path)), nprocs=2, join=False)
+    deadline = time.time() + 300
+    while not ranks.join(timeout=5):                       # raises when a rank fails
+        if time.time() > deadline:
+            for proc in ranks.processes:
+                proc.kill()
+            pytest.fail('the two ranks did not finish within 300 s')
     for kind in ('img', 'txt'):
         for rank in (0, 1):                                  # every rank ends with the whole, ordered array
             assert np.array_equal(np.load(tmp_path / f'{kind}_{rank}.npy'), single[kind])

@@ -147,32 +147,32 @@ def chunked_draws(groups: np.ndarray, b: int = B):
 
 
 # ------------------------------------------------------------------------------------------------ power
-def _mcnemar_rejects(m: int) -> np.ndarray:
-    """For m discordant pairs: which counts b (0..m) of one direction the exact two-sided McNemar test rejects at
-    ALPHA (p = 2 min(P(X <= b), P(X >= b)), X ~ Binomial(m, 1/2))."""
+def _mcnemar_cuts(ms: np.ndarray) -> np.ndarray:
+    """For each count m of discordant pairs: the largest count c of one direction that the exact two-sided McNemar
+    test at ALPHA rejects (p = 2 P(X <= c) <= ALPHA, X ~ Binomial(m, 1/2)); -1 when no count is rejected. The test
+    rejects exactly the counts b <= c and b >= m - c (the binomial at 1/2 is symmetric)."""
     from scipy.stats import binom
-    b = np.arange(m + 1)
-    p = np.minimum(1.0, 2 * np.minimum(binom.cdf(b, m, 0.5), binom.sf(b - 1, m, 0.5)))
-    return p <= ALPHA
+    k = binom.ppf(ALPHA / 2, ms, 0.5)                  # the smallest k with P(X <= k) >= ALPHA / 2
+    return np.where(2 * binom.cdf(k, ms, 0.5) <= ALPHA, k, k - 1)
 
 
 def mcnemar_power(n: int, p_a: float, p_b: float) -> float:
     """The power of the exact McNemar test at ALPHA for two uncorrelated runs of accuracies p_a and p_b on n
-    items: the discordant count M ~ Binomial(n, pi), given M the wrong->right count ~ Binomial(M, theta)."""
+    items: the discordant count M ~ Binomial(n, pi), given M the wrong->right count ~ Binomial(M, theta). One
+    vectorised pass over M (linear in n)."""
     from scipy.stats import binom
     wr, rw = (1 - p_a) * p_b, p_a * (1 - p_b)
     pi = wr + rw
     if pi <= 0:
         return 0.0
-    theta = wr / pi
-    ms = np.arange(n + 1)
+    theta = min(1.0, wr / pi)
+    ms = np.arange(1, n + 1)
     weights = binom.pmf(ms, n, pi)
-    power = 0.0
-    for m, w in zip(ms, weights):
-        if w < 1e-12 or m == 0:
-            continue
-        power += w * float(binom.pmf(np.arange(m + 1), m, theta)[_mcnemar_rejects(int(m))].sum())
-    return power
+    keep = weights >= 1e-12
+    ms, weights = ms[keep], weights[keep]
+    cuts = _mcnemar_cuts(ms)
+    rejects = np.where(cuts >= 0, binom.cdf(cuts, ms, theta) + binom.sf(ms - cuts - 1, ms, theta), 0.0)
+    return float((weights * rejects).sum())
 
 
 def _smallest(power_of, top: float, steps: int = 60) -> float | None:
