@@ -56,6 +56,15 @@ def _verdict_cache_per_test(tmp_path_factory, monkeypatch):
     monkeypatch.setenv('VLMEVAL_EXT_CACHE', str(tmp_path_factory.mktemp('verdict-cache')))
 
 
+@pytest.fixture(autouse=True)
+def _notes_said_per_test():
+    """An in-process evaluation says each note once per process (a run); each test is a run of its own."""
+    import sys
+    datasets = sys.modules.get('vlmeval_ext.datasets')      # not imported here: importing it imports the kit
+    if datasets is not None:
+        datasets.NOTES_SAID.clear()
+
+
 @pytest.fixture
 def loopback():
     """A started loopback OpenAI-compatible server (127.0.0.1, free port), stopped after the test."""

@@ -202,11 +202,61 @@ def cmd_list(argv):
     return 0
 
 
+def cmd_cache(argv):
+    p = argparse.ArgumentParser(prog='vlmeval-ext cache',
+                                description='The verdict cache: every judge verdict is stored the moment it arrives '
+                                            'and reused by any later evaluation that asks the very same prompt of '
+                                            'the same judge, endpoint and parameters. It is on by default; to judge '
+                                            "again, pass --judge-args '{\"cache\": false}' or clear it here.")
+    sub = p.add_subparsers(dest='action', required=True, metavar='ACTION')
+    sub.add_parser('path', help='where the cache is ($VLMEVAL_EXT_CACHE, else $XDG_CACHE_HOME/vlmeval-ext, else '
+                                '~/.cache/vlmeval-ext)')
+    sub.add_parser('stats', help='its size, and the verdicts per judge and endpoint with the oldest and newest')
+    clear = sub.add_parser('clear', help='delete the verdicts (and remembered rejections) of every judge, or of one')
+    clear.add_argument('--judge', default=None, metavar='NAME', help='only this judge model name (see `stats`)')
+    args = p.parse_args(argv)
+    import time
+
+    from vlmeval_ext.judging import STORE_FILE, VerdictStore, cache_dir
+    path = cache_dir() / STORE_FILE
+    if args.action == 'path':
+        print(path)
+        return 0
+    if not path.is_file():
+        print(f'{path}: no verdict cache yet (nothing was judged with the cache on)')
+        return 0
+    store = VerdictStore(path)
+    if args.action == 'clear':
+        judges = store.judges()
+        if args.judge is not None and args.judge not in judges:
+            raise ExtError(f'verdict cache {path}: no verdict of judge {args.judge!r}; its judges: '
+                           f'{", ".join(sorted(judges)) or "none"}')
+        verdicts, rejections = store.clear(args.judge)
+        who = f' of judge {args.judge}' if args.judge is not None else ''
+        print(f'{path}: deleted {verdicts} verdict(s) and {rejections} remembered rejection(s){who}')
+        return 0
+
+    def day(stamp):
+        return time.strftime('%Y-%m-%d %H:%M', time.localtime(stamp))
+    rows = store.stats()
+    size = sum(f.stat().st_size for f in path.parent.glob(f'{STORE_FILE}*') if f.is_file())
+    print(f'{path}: {size / 1e6:.1f} MB, {sum(r[2] for r in rows)} verdict(s), '
+          f'{store.rejection_count()} remembered rejection(s)')
+    if rows:
+        head = ('judge', 'endpoint', 'verdicts', 'oldest', 'newest')
+        table = [head] + [(r[0], r[1] or '(local)', str(r[2]), day(r[3]), day(r[4])) for r in rows]
+        widths = [max(len(row[i]) for row in table) for i in range(5)]
+        for row in table:
+            print('  '.join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    return 0
+
+
 COMMANDS = {'run': (cmd_run, 'run.py with our datasets registered (all kit flags)'),
             'eval': (cmd_eval, 'evaluate an existing predictions file'),
             'records': (cmd_records, 'write the manifest and paper comparison of an evaluated predictions file'),
             'prepare': (cmd_prepare, 'build a dataset TSV under $LMUData'),
-            'list': (cmd_list, 'our datasets and their state')}
+            'list': (cmd_list, 'our datasets and their state'),
+            'cache': (cmd_cache, 'the verdict cache: path, stats, clear [--judge NAME]')}
 
 
 def main(argv=None) -> None:

@@ -105,16 +105,24 @@ def check_against_dataset(preds: pd.DataFrame, pred_path, record, dataset: str) 
             missing.append({'index': index, 'reason': (f'{path}: index {index}, {reason}; the run left it out'
                                                        if reason else 'no prediction')})
     # The table by name and md5 (what it holds), not by the folder it was read from on this machine.
-    return {'dataset_table': path.name, 'dataset_md5': file_md5(path), 'dataset_items': len(table),
-            'missing_items': len(missing), 'missing': missing}
+    out = {'dataset_table': path.name, 'dataset_md5': file_md5(path), 'dataset_items': len(table),
+           'missing_items': len(missing), 'missing': missing}
+    if 'pair_id' in table.columns:        # R-Bench: its tables count pairs (a reference and a distorted image)
+        out['dataset_pairs'] = int(table['pair_id'].nunique())
+    return out
 
 
 def coverage_line(name: str, coverage: dict) -> str:
     """One line for the console."""
     if coverage['dataset_items'] is None:
         return f'[{name}] {coverage["note"]}'
-    line = f'[{name}] dataset items {coverage["dataset_items"]}, missing from the predictions ' \
-           f'{coverage["missing_items"]} (not scored)'
+    if coverage.get('dataset_pairs') is not None:
+        line = (f'[{name}] dataset items {coverage["dataset_pairs"]} pairs ({coverage["dataset_items"]} rows: a '
+                f'reference and a distorted image each), rows missing from the predictions '
+                f'{coverage["missing_items"]} (not scored)')
+    else:
+        line = f'[{name}] dataset items {coverage["dataset_items"]}, missing from the predictions ' \
+               f'{coverage["missing_items"]} (not scored)'
     bad = [m for m in coverage['missing'] if m['reason'] != 'no prediction']
     if bad:
         line += f'; {len(bad)} left out of the run for a bad image: ' + ', '.join(m['index'] for m in bad[:10])

@@ -25,6 +25,7 @@ import os
 import os.path as osp
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -308,7 +309,7 @@ class PluginDataset(LoadingChecks):
         if coverage is not None:
             print(coverage_line(record.title, coverage))
         for note in notes:
-            print(f'[{record.title}] {note}')
+            say_once(f'[{record.title}] {note}')
         return table
 
     def extend_score(self, score: dict, eval_file: str) -> None:
@@ -337,9 +338,10 @@ class PluginDataset(LoadingChecks):
                                     'parameters': judge.parameters, 'parameters_sha256': judge.params_sha,
                                     'cache': 'off' if not self._judge_options.get('cache', True)
                                     else str(shared_store().path)}
+            took = time.monotonic() - min(j.created for j in self._judges)
             print(f'[{self.record().title}] judge {judge.name}: {paid["made"]} call(s) made, {paid["cached"]} '
                   f'verdict(s) reused from the verdict cache, {kept} kept from the progress file beside the '
-                  f'predictions, {paid["failed"]} failed')
+                  f'predictions, {paid["failed"]} failed; judging took {took:.0f} s')
             if paid['rejected'] or paid['rejected_before']:
                 rejected = paid['rejected'] + paid['rejected_before']
                 print(f'[{self.record().title}] judge {judge.name} rejected {rejected}'
@@ -481,7 +483,16 @@ class RoCOCORetrieval(PluginDataset, rococo_retrieval.RoCOCORetrieval):
         if self_model(eval_file, self.dataset_name) in SMOKE_TEST_MODELS:
             from vlmeval_ext.records.benchmarks import SMOKE_TEST_NOTE
             score['note'] = SMOKE_TEST_NOTE
-            print(f'[RoCOCO] {SMOKE_TEST_NOTE}')
+            say_once(f'[RoCOCO] {SMOKE_TEST_NOTE}')
+
+
+NOTES_SAID: set = set()     # the notes this process printed: a run says each once (every score file keeps its own)
+
+
+def say_once(line: str) -> None:
+    if line not in NOTES_SAID:
+        NOTES_SAID.add(line)
+        print(line)
 
 
 def self_model(eval_file, dataset: str) -> str:

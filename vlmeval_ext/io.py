@@ -228,6 +228,21 @@ def safe_name(name: str) -> str:
     return text or '_'
 
 
+def typed_path(path: Path) -> Path:
+    """A path as a user types it back: when it does not exist, its tail may be a model name with '/' that the kit
+    wrote in its safe form ('outputs/Qwen/Qwen2-VL-7B' -> 'outputs/Qwen--Qwen2-VL-7B'); the existing one of those,
+    else the path unchanged."""
+    path = Path(path)
+    if path.exists():
+        return path
+    parts = path.parts
+    for k in range(len(parts) - 2, 0, -1):                 # the longest existing head first
+        candidate = Path(*parts[:k]) / safe_name('/'.join(parts[k:]))
+        if candidate.exists():
+            return candidate
+    return path
+
+
 def _is_int_text(text: str) -> bool:
     return text.strip().lstrip('+-').isdigit()
 

@@ -313,6 +313,35 @@ class VerdictStore:
                 return self._db.execute('SELECT COUNT(*) FROM verdicts').fetchone()[0]
             return self._db.execute('SELECT COUNT(*) FROM verdicts WHERE judge = ?', (judge,)).fetchone()[0]
 
+    def stats(self) -> list[tuple]:
+        """(judge, endpoint, verdicts, oldest, newest) per judge and endpoint, the most verdicts first (times: unix)."""
+        with self._lock:
+            return self._db.execute('SELECT judge, endpoint, COUNT(*), MIN(created_at), MAX(created_at) FROM verdicts '
+                                    'GROUP BY judge, endpoint ORDER BY COUNT(*) DESC, judge, endpoint').fetchall()
+
+    def judges(self) -> set[str]:
+        """The judge names with a verdict or a remembered rejection."""
+        with self._lock:
+            return {r[0] for r in self._db.execute('SELECT judge FROM verdicts UNION SELECT judge FROM rejections')}
+
+    def rejection_count(self) -> int:
+        with self._lock:
+            return self._db.execute('SELECT COUNT(*) FROM rejections').fetchone()[0]
+
+    def clear(self, judge: str | None = None) -> tuple[int, int]:
+        """Delete every verdict and remembered rejection (of one judge); returns how many of each."""
+        where, args = ('WHERE judge = ?', (judge,)) if judge is not None else ('', ())
+        with self._lock:
+            self._db.execute('BEGIN IMMEDIATE')
+            try:
+                verdicts = self._db.execute(f'DELETE FROM verdicts {where}', args).rowcount
+                rejections = self._db.execute(f'DELETE FROM rejections {where}', args).rowcount
+                self._db.execute('COMMIT')
+            except sqlite3.Error:
+                self._db.execute('ROLLBACK')
+                raise
+        return verdicts, rejections
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -429,7 +458,7 @@ class CachedJudge:
         self._slots: dict[str, int] = {}
         self._recent: deque = deque()
         self._consecutive = 0
-        self._last_answer = time.monotonic()
+        self._last_answer = self.created = time.monotonic()
         self.in_flight = InFlight()
         self.stopped: str | None = None            # why no further call is made ('judge down', 'cache failed')
         self.stats = dict(asked=0, cached=0, made=0, failed=0, refused=0, attempts=0, rejected=0,

@@ -74,10 +74,9 @@ class KitEntry:
             runpy.run_path(self.target, run_name='__main__')
 
     def namespace(self) -> dict:
-        """The kit's run module, imported (its functions, not its main)."""
-        if self.kind == 'module':
-            return vars(importlib.import_module(self.target))
-        return runpy.run_path(self.target, run_name='vlmeval_kit_run')
+        """The kit's run module's functions (not its main), read from its file under another name: importing
+        `vlmeval.run` here would make `run()` warn that the module is in sys.modules already."""
+        return runpy.run_path(self.source, run_name='vlmeval_kit_run')
 
 
 def find_kit_entry() -> KitEntry:
@@ -304,9 +303,7 @@ def check_prediction_format(names, environ) -> tuple[str | None, str | None]:
         raise ExtError(f'{PRED_FORMAT}={chosen}: the predictions of {", ".join(ours)} are scored from tsv or xlsx '
                        f'files; set {PRED_FORMAT}=tsv (keeps every reply verbatim) or unset it')
     if chosen == '' and len(ours) == len(names):
-        return 'tsv', (f'{PRED_FORMAT}=tsv: the kit writes the predictions as TSV, which keeps each reply '
-                       'verbatim (its default xlsx cuts replies at 32,767 characters and can store a reply as a '
-                       f'formula); set {PRED_FORMAT}=xlsx to override')
+        return 'tsv', f'predictions written as TSV: every reply verbatim ({PRED_FORMAT}=xlsx to change)'
     if chosen in ('', 'xlsx'):
         why = 'the kit\'s default' if chosen == '' else f'{PRED_FORMAT}=xlsx'
         return None, (f'predictions of {", ".join(ours)} are written as xlsx ({why}): a reply longer than 32,767 '

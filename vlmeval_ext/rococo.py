@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from vlmeval_ext.dataset.utils.rococo_retrieval import BLOCK_ROWS, rank_blockwise, recall_metrics
+from vlmeval_ext.errors import ExtError
 from vlmeval_ext.prepare import rococo as P
 
 
@@ -220,15 +221,15 @@ def _load_npy(path: str) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as err:
-        raise SystemExit(f'error: cannot read embeddings {path}: {err}') from err
+        raise ExtError(f'cannot read embeddings {path}: {err}') from err
 
 
 def _coco_root(arg: str | None) -> Path:
     root = arg or os.environ.get('COCO_ROOT')
     if not root:
-        raise SystemExit('error: give --coco-root DIR or set COCO_ROOT (the folder holding val2014/)')
+        raise ExtError('give --coco-root DIR or set COCO_ROOT (the folder holding val2014/)')
     if not Path(root).is_dir():
-        raise SystemExit(f'error: COCO root {root} is not a directory')
+        raise ExtError(f'COCO root {root} is not a directory')
     return Path(root)
 
 
@@ -239,7 +240,7 @@ def cmd_score(args) -> dict:
         result = score_embeddings(ann, image_emb, text_emb, args.direction, normalise=not args.no_normalise,
                                   block_rows=args.block_rows, names=(args.image_emb, args.text_emb))
     except ValueError as err:
-        raise SystemExit(f'error: {err}') from err
+        raise ExtError(f'{err}') from err
     print(f'{args.direction} on {args.ann}: {ann.n_images} images, {ann.n_texts} captions', file=sys.stderr)
     return result
 
@@ -268,7 +269,7 @@ def cmd_make_mixed(args) -> dict:
     root = _coco_root(args.coco_root)
     ann = P.load_annotation(args.ann)
     if ann.has_adversarial:
-        raise SystemExit(f'error: {args.ann}: mixed images are made from the clean file coco_karpathy_test.json')
+        raise ExtError(f'{args.ann}: mixed images are made from the clean file coco_karpathy_test.json')
     out = Path(args.out) if args.out else root / f'{args.method}_{args.lam}_seed{args.seed}'
     written = make_mixed(ann.images, root, out, args.method, args.seed, lam=args.lam)
     return {'method': args.method, 'seed': args.seed, 'lam': args.lam, 'written': len(written), 'out': str(out)}
@@ -374,7 +375,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)
-    except (ValueError, FileNotFoundError) as err:
+    except (ExtError, ValueError, FileNotFoundError) as err:
         from vlmeval_ext.errors import report
         return report(err)
     print(json.dumps(result))

@@ -90,6 +90,7 @@ def demo_run(tmp_path_factory):
         server.script(JUDGE_MARK, _judge_reply)
         server.default = model_reply
         env = kit_environment(tmp_path, server)
+        env.pop('PYTHONWARNINGS', None)            # the console as a user sees it: every warning shown
         cfg = loopback_model_config(server, {'GRAB_DEMO': {'class': 'GRAB', 'dataset': 'GRAB_DEMO'}})
         proc = run_kit(['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out',
                         '--judge', 'loopback-judge', '--api-nproc', '4'], env=env)
@@ -100,7 +101,18 @@ def demo_run(tmp_path_factory):
     # Kit difference: an upstream checkout writes into <model>/<run id>/ and links the files into <model>/.
     score_files = [p for p in (tmp_path / 'out').rglob('*GRAB_DEMO_score.json') if not p.is_symlink()]
     assert len(score_files) == 1, list((tmp_path / 'out').rglob('*'))
-    return {'demo': demo, 'log': log, 'score_file': score_files[0], 'stdout': proc.stdout}
+    return {'demo': demo, 'log': log, 'score_file': score_files[0], 'stdout': proc.stdout, 'stderr': proc.stderr}
+
+
+def test_the_console_has_no_launcher_warning_one_short_format_line_and_no_zero_counters(demo_run):
+    out = demo_run['stdout'] + demo_run['stderr']
+    assert 'RuntimeWarning' not in out and 'found in sys.modules' not in out
+    format_lines = [line for line in out.splitlines() if 'PRED_FORMAT' in line]
+    assert format_lines == ['[vlmeval-ext] INFO: predictions written as TSV: every reply verbatim (PRED_FORMAT=xlsx '
+                            'to change)']
+    accounting = [line for line in out.splitlines() if re.match(r'GRAB_DEMO \[\w+\] ', line)]
+    assert not [line for line in accounting if re.search(r'=0(\.0+)?(;|$)', line)], accounting
+    assert out.count('answers to extract') == 1
 
 
 def test_model_saw_every_plot_with_the_official_prompt(demo_run):

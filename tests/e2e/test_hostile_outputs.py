@@ -99,7 +99,7 @@ def test_grab_predictions_round_trip_exactly_and_are_scored_as_sent(tmp_path, lo
     proc = run_kit(['--config', write_config(tmp_path, cfg), '--work-dir', tmp_path / 'out', '--api-nproc', '4'],
                    env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert 'PRED_FORMAT=tsv' in proc.stderr
+    assert 'predictions written as TSV: every reply verbatim (PRED_FORMAT=xlsx to change)' in proc.stderr
     # (an upstream checkout also links the latest run's files into the model folder: links are not counted)
     preds = [p for p in (tmp_path / 'out').rglob('LoopbackGPT_GRAB_DEMO.tsv') if not p.is_symlink()]
     assert len(preds) == 1 and not list((tmp_path / 'out').rglob('LoopbackGPT_GRAB_DEMO.xlsx'))

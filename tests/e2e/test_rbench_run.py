@@ -143,6 +143,10 @@ def test_official_scores_with_faults(runs):
     scores_csv = pd.read_csv(runs['tmp'] / 'official' / MODEL / f'{MODEL}_{DATA}_scores.csv')
     assert scores_csv['score_dis'].isna().sum() == 1           # failed: empty, never 0
     stdout = runs['official']['stdout']
+    # before judging, one line says what the bar counts and how many calls are to come; after, what was paid
+    assert re.search(rf'R-Bench-Full_DEMO: (\d+) of \1 distinct prompts to judge \({official_calls} judge calls, '
+                     rf'official mode; 0 judged in {MODEL}_{DATA}_rbench_judge.pkl\); the bar counts prompts', stdout)
+    assert re.search(r'judge loopback-judge: \d+ call\(s\) made, .* failed; judging took \d+ s', stdout)
     # the kit prints the returned table once, every row and column labelled (transposed: columns become rows)
     table = stdout.split('Evaluation Results:')[1]
     assert re.search(r'R-Bench\s+absolute\s+relative', table) and 'MCQ low (0-1)' in table

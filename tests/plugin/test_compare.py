@@ -109,3 +109,38 @@ def test_runs_of_different_items_or_files_are_refused(tmp_path, capsys, lmu):
     assert code == 2 and 'evaluated on different GRAB_DEMO files' in out.err
     code, out = run_compare(a, tmp_path / 'nowhere', 'GRAB_DEMO', tmp_path, capsys)
     assert code == 2 and 'neither a predictions file nor a work dir' in out.err
+
+
+def test_output_goes_beside_a_and_a_dataset_that_matches_nothing_names_what_is_there(tmp_path, capsys, lmu,
+                                                                                     monkeypatch):
+    a = evaluated(tmp_path, 'A', 'GRAB_DEMO', lambda d: d['answer'])
+    b = evaluated(tmp_path, 'B', 'GRAB_DEMO', lambda d: d['answer'].where(d.index % 4 > 0, '0'))
+    here = tmp_path / 'here'
+    here.mkdir()
+    monkeypatch.chdir(here)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        cli_main(['compare', str(a.parent), str(b.parent), '--data', 'GRAB_DEMO'])      # no --out
+    assert done.value.code == 0
+    assert list(here.iterdir()) == []                                              # nothing in the current folder
+    written = sorted(p.name for p in a.parent.glob('*_compare.*'))
+    assert written == [f'A_GRAB_DEMO_vs_B_GRAB_DEMO_compare.{ext}' for ext in ('csv', 'json', 'md')]
+    assert f'written: {a.parent / "A_GRAB_DEMO_vs_B_GRAB_DEMO_compare"}.md' in capsys.readouterr().out
+    code, out = run_compare(a.parent, b.parent, 'GRAB', tmp_path, capsys)       # the full split: not in these dirs
+    assert code == 2 and len(out.err.strip().splitlines()) == 1
+    assert 'no predictions file of GRAB' in out.err and 'it holds predictions of GRAB_DEMO: pass one of them' in out.err
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    code, out = run_compare(empty, b.parent, 'GRAB', tmp_path, capsys)
+    assert code == 2 and 'holds no predictions file of any dataset this plugin knows' in out.err
+
+
+def test_a_model_name_typed_with_its_slash_finds_the_kits_safe_folder(tmp_path, capsys, lmu):
+    a = evaluated(tmp_path, 'Qwen--Tiny-VL', 'GRAB_DEMO', lambda d: d['answer'])
+    b = evaluated(tmp_path, 'B', 'GRAB_DEMO', lambda d: d['answer'])
+    code, out = run_compare(tmp_path / 'Qwen' / 'Tiny-VL', b.parent, 'GRAB_DEMO', tmp_path, capsys)
+    assert code == 0, out.err
+    result = json.loads((tmp_path / 'Qwen--Tiny-VL_GRAB_DEMO_vs_B_GRAB_DEMO_compare.json').read_text())
+    assert result['a'] == str(a)
+    code, out = run_compare(tmp_path / 'Qwen' / 'Other', b.parent, 'GRAB_DEMO', tmp_path, capsys)
+    assert code == 2 and f'{tmp_path / "Qwen" / "Other"}: neither a predictions file nor a work dir' in out.err

@@ -83,5 +83,14 @@ def test_make_mixed_cli(tmp_path):
                    '--method', 'patch', '--seed', '100', '--out', tmp_path / 'patch')
     assert json.loads(proc.stdout.strip().splitlines()[-1])['written'] == 5
     assert sorted(p.name for p in (tmp_path / 'patch').iterdir()) == [f'{i}.jpg' for i in range(5)]
-    proc = run_cli('make-mixed', '--ann', tmp_path / 'clean.json', check=False)
-    assert proc.returncode != 0 and ('COCO_ROOT' in proc.stderr or 'COCO root' in proc.stderr)
+    env_root = os.environ.pop('COCO_ROOT', None)
+    try:
+        proc = run_cli('make-mixed', '--ann', tmp_path / 'clean.json', check=False)
+    finally:
+        if env_root is not None:
+            os.environ['COCO_ROOT'] = env_root
+    # a set-up error of this command reads and exits like every other: one prefixed line, status 2
+    assert proc.returncode == 2 and proc.stderr.strip() == ('[vlmeval-ext] ERROR: give --coco-root DIR or set '
+                                                             'COCO_ROOT (the folder holding val2014/)')
+    proc = run_cli('make-mixed', '--coco-root', tmp_path / 'nowhere', '--ann', tmp_path / 'clean.json', check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith('[vlmeval-ext] ERROR: COCO root ')

@@ -76,12 +76,12 @@ def test_each_benchmark_hands_over_its_own_row(tmp_path, capsys):
     # ReMI, found under the kit's run-id folder
     assert '| ReMI_DEMO | 50.00 | interleaved | 50.00 | 0.00 | 50.00 | 0 | 0 | 2 | 3 |' in out
     assert 'ReMI_DEMO [totals]' not in out
-    assert 'ReMI_DEMO [counts] empty=0; inference_failures=1; parse_failures.no_json=1' in out
+    assert 'ReMI_DEMO [counts] inference_failures=1; parse_failures.no_json=1' in out      # counters at 0 left out
     # the two RoCOCO-MCQ attacks share one table
     block = out.split('## RoCOCO-MCQ\n')[1].split('\n\n')[0]
     assert '| RoCOCO-MCQ-danger | 40.00 | danger | 30.00 | 25.00 | 9 | 10 |' in block
     assert '| RoCOCO-MCQ-same_concept | 50.00 | same_concept |' in block
-    assert 'RoCOCO-MCQ-danger [totals] inference_failed=1; unparsed=0' in block
+    assert 'RoCOCO-MCQ-danger [totals] inference_failed=1\n' in block + '\n'
     assert '| RoCOCO-I2T-danger | 20.00 | 40.00 | 60.00 | 80.00 | 53.33 | i2t | 5 | 50 |' in out
     assert '| AI2D_MINI-RC | 1.0000 | 0.5000 | AI2D_MINI | MCQ | 0.5000 | 2 |' in out
     assert 'judge (every row): exact_matching' in out

@@ -29,15 +29,16 @@ logger = get_logger(__name__)
 
 def load_progress(path):
     """The judge results an earlier run saved; a file cut short by a kill (the kit writes it in
-    place) is moved aside with a warning and its calls are asked again."""
+    place) is moved aside with a warning and its items are judged again."""
     if not osp.exists(path):
         return {}
     try:
         return load(path)
     except (EOFError, pickle.UnpicklingError, ValueError) as err:
         os.replace(path, path + '.unreadable')
-        logger.warning(f'{path}: unreadable ({type(err).__name__}), moved to {path}.unreadable; '
-                       'its judge calls are asked again')
+        logger.warning(f'{path}: unreadable ({type(err).__name__}: the run that wrote it was stopped '
+                       f'while saving it), moved to {path}.unreadable; its items are judged again (a judge '
+                       'that keeps its verdicts answers them without new calls)')
         return {}
 
 
@@ -180,6 +181,9 @@ class GRAB(ImageBaseDataset):
             if done.get(key, {}).get('extracted') is None:
                 tasks[key] = (judge, row['question'], row['prediction'])
         if tasks:
+            print(f'{self.dataset_name}: {len(tasks)} answers to extract (one judge call each, up '
+                  f'to 3 for an unreadable reply), {len(keys) - len(tasks)} extracted in '
+                  f'{osp.basename(tmp)}; the bar counts answers', flush=True)
             results = track_progress_rich(extract_answer, list(tasks.values()), nproc=nproc,
                                           save=tmp, keys=list(tasks))
             done.update(zip(tasks, results))

@@ -37,15 +37,16 @@ logger = get_logger(__name__)
 
 def load_progress(path):
     """The judge results an earlier run saved; a file cut short by a kill (the kit writes it in
-    place) is moved aside with a warning and its calls are asked again."""
+    place) is moved aside with a warning and its items are judged again."""
     if not osp.exists(path):
         return {}
     try:
         return load(path)
     except (EOFError, pickle.UnpicklingError, ValueError) as err:
         os.replace(path, path + '.unreadable')
-        logger.warning(f'{path}: unreadable ({type(err).__name__}), moved to {path}.unreadable; '
-                       'its judge calls are asked again')
+        logger.warning(f'{path}: unreadable ({type(err).__name__}: the run that wrote it was stopped '
+                       f'while saving it), moved to {path}.unreadable; its items are judged again (a judge '
+                       'that keeps its verdicts answers them without new calls)')
         return {}
 
 
@@ -248,6 +249,11 @@ class RBenchFull(ImageBaseDataset):
                 demands[p][1]) and not any(n(v) for n, v in zip(demands[p][1], got['verdicts']))
         todo = [p for p in demands if not settled(p)]
         if todo:
+            calls = sum(s.repeats for p in todo for s, _ in demands[p][2])
+            print(f'{self.dataset_name}: {len(todo)} of {len(demands)} distinct prompts to judge '
+                  f'({"up to " if mode == "efficient" else ""}{calls} judge calls, {mode} mode; '
+                  f'{len(demands) - len(todo)} judged in {osp.basename(tmp)}); the bar counts prompts',
+                  flush=True)
             results = track_progress_rich(ask, [(judge, p, *demands[p][:2]) for p in todo],
                                           nproc=nproc, save=tmp, keys=[key[p] for p in todo])
             done.update((key[p], result) for p, result in zip(todo, results))

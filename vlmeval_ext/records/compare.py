@@ -17,8 +17,8 @@ Clopper-Pearson interval of the discordant pairs' split, inverted; otherwise a b
 images for retrieval, within the benchmark's strata); and how many items went from right to wrong and back (right: a score of at least
 0.5 for R-Bench's fractional scores). R-Bench adds the reference vs distorted comparison within each run.
 
-Output: a labelled table on the console and `<A>_vs_<B>_compare.{md,csv,json}` (--out DIR, default: the current
-folder); the JSON holds, per headline, a, b, difference, ci95, p_value, test, n_matched, right_to_wrong,
+Output: a labelled table on the console and `<A>_vs_<B>_compare.{md,csv,json}` (--out DIR, default: beside A's
+predictions file); the JSON holds, per headline, a, b, difference, ci95, p_value, test, n_matched, right_to_wrong,
 wrong_to_right; and the judges of both sides. Resampling strata of one unit are pooled (one unit alone
 resamples to itself), and resamples and permutations are drawn a chunk at a time (bounded memory at any size).
 """
@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from vlmeval_ext.errors import ExtError
-from vlmeval_ext.io import stem_path, write_json
+from vlmeval_ext.io import stem_path, typed_path, write_json
 from vlmeval_ext.records.intervals import B, SEED, chunked_draws
 
 PERMUTATIONS = 10_000
@@ -254,17 +254,47 @@ def compare_headline(a: Headline, b: Headline) -> dict:
 
 # ------------------------------------------------------------------------------------------------ the runs
 def find_predictions(path: Path, dataset: str) -> Path:
-    """A predictions file, or the one `<model>_<dataset>.<tsv|xlsx|csv>` under a work dir."""
+    """A predictions file, or the one `<model>_<dataset>.<tsv|xlsx|csv>` under a work dir (a model name may be typed
+    with its '/')."""
+    path = typed_path(path)
     if path.is_file():
         return path
     if not path.is_dir():
         raise CompareError(f'{path}: neither a predictions file nor a work dir')
     found = sorted({p for ext in ('tsv', 'xlsx', 'csv') for p in path.rglob(f'*_{dataset}.{ext}')
                     if not p.is_symlink()})
+    if not found:
+        others = datasets_under(path)
+        hint = (f'; it holds predictions of {", ".join(others)}: pass one of them to --data' if others else
+                '; it holds no predictions file of any dataset this plugin knows')
+        raise CompareError(f'{path}: no predictions file of {dataset} (<model>_{dataset}.<tsv|xlsx|csv>){hint}')
     if len(found) != 1:
         raise CompareError(f'{path}: {len(found)} predictions files of {dataset} '
-                           f'({", ".join(p.name for p in found[:4]) or "none"}); name the file itself')
+                           f'({", ".join(p.name for p in found[:4])}); name the file itself')
     return found[0]
+
+
+def datasets_under(path: Path) -> list[str]:
+    """The datasets with a predictions file under a work dir: those its run records name, and those of this plugin
+    whose `<model>_<dataset>` file name it holds."""
+    from vlmeval_ext.registry import dataset_names
+    names = sorted(dataset_names(), key=len, reverse=True)       # 'GRAB_DEMO' before 'GRAB'
+    seen = set()
+    for p in path.rglob('*'):
+        if p.is_symlink() or not p.is_file():
+            continue
+        if p.name.endswith('_manifest.json'):
+            try:
+                name = (json.loads(p.read_text(encoding='utf-8')).get('dataset') or {}).get('name')
+            except (OSError, ValueError, AttributeError):
+                name = None
+            if isinstance(name, str):
+                seen.add(name)
+        elif p.suffix in ('.tsv', '.xlsx', '.csv'):
+            match = next((n for n in names if p.stem.endswith(f'_{n}')), None)
+            if match:
+                seen.add(match)
+    return sorted(seen)
 
 
 def manifest_of(eval_file: Path) -> dict:
@@ -463,12 +493,13 @@ def compare_main(argv=None) -> int:
     p.add_argument('a', metavar='A', help='predictions file (evaluated), or a work dir holding one')
     p.add_argument('b', metavar='B', help='the other run, same dataset')
     p.add_argument('--data', required=True, metavar='NAME')
-    p.add_argument('--out', default='.', metavar='DIR', help='where <A>_vs_<B>_compare.{md,csv,json} go')
+    p.add_argument('--out', default=None, metavar='DIR',
+                   help="where <A>_vs_<B>_compare.{md,csv,json} go (default: the folder of A's predictions file)")
     p.add_argument('--mode', choices=MODES, default=None,
                    help="R-Bench: which judge mode's evaluations to compare (default: official when both have it)")
     args = p.parse_args(argv)
     a_file, b_file = find_predictions(Path(args.a), args.data), find_predictions(Path(args.b), args.data)
-    out = Path(args.out)
+    out = Path(args.out) if args.out is not None else a_file.parent
     if out.exists() and not out.is_dir():
         raise CompareError(f'--out {out}: a file, not a folder')
     result = compare_runs(a_file, b_file, args.data, args.mode)

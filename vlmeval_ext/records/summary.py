@@ -93,19 +93,24 @@ def format_cell(v, column: str = ''):
 _ACCOUNTING = re.compile(r'fail|unparsed|empty|missing|excluded|calls_per_item|mode$')
 
 
+def _nonzero(value) -> bool:
+    return not (isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0)
+
+
 def failure_lines(data: dict) -> list[str]:
     """A score file's failure accounting and judge use: `[section] key=n; ...` per section, top-level counts
-    under `[totals]`."""
+    under `[totals]`; a counter at 0 is left out, and a section with nothing left is not printed."""
     lines = []
     top = [(k, v) for k, v in data.items()
-           if isinstance(v, (int, float)) and not isinstance(v, bool) and _ACCOUNTING.search(k)]
+           if isinstance(v, (int, float)) and not isinstance(v, bool) and _ACCOUNTING.search(k) and v != 0]
     if top:
         lines.append('[totals] ' + '; '.join(f'{k}={format_cell(v)}' for k, v in top))
     for section, value in data.items():
         if not isinstance(value, dict):
             continue
         leaves = [(k, v) for k, v in _flatten(value)
-                  if _ACCOUNTING.search(k) and (isinstance(v, (int, float, str)) or v is None) and v != '']
+                  if _ACCOUNTING.search(k) and (isinstance(v, (int, float, str)) or v is None) and v != ''
+                  and _nonzero(v)]
         if leaves:
             lines.append(f'[{section}] ' + '; '.join(f'{k}={format_cell(v)}' for k, v in leaves))
     return lines
