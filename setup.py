@@ -2,7 +2,7 @@
 
 The kit itself is not a requirement: most users already have one (an editable checkout of github.com/open-compass/
 VLMEvalKit, or `ms-vlmeval` from PyPI), and installing a second distribution of the `vlmeval` module over it would
-break their set-up. `pip install 'vlmeval-ext[ms]'` brings PyPI's kit for those who have none.
+break their set-up. `pip install '.[ms]'` brings PyPI's kit for those who have none.
 """
 from setuptools import find_namespace_packages, find_packages, setup
 

@@ -99,7 +99,7 @@ def find_kit_entry() -> KitEntry:
     raise KitEntryPointNotFound(
         f'found VLMEvalKit at {package} but neither its module vlmeval.run (ms-vlmeval) nor a run.py beside it '
         f'({run_py}; an editable install of a VLMEvalKit checkout has one). Install the kit with '
-        f"`pip install -e /path/to/VLMEvalKit` or `pip install 'vlmeval-ext[ms]'`, or set "
+        "`pip install -e /path/to/VLMEvalKit` or `pip install ms-vlmeval==0.0.20`, or set "
         f'{RUN_PY_OVERRIDE}=/path/to/VLMEvalKit/run.py')
 
 

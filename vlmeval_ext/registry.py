@@ -25,7 +25,7 @@ from functools import partial
 from vlmeval_ext.errors import KitNotInstalled
 
 KIT_MISSING = ('VLMEvalKit is not installed in this environment (`import vlmeval` failed: {err}). Install it '
-               "with the plugin, `pip install 'vlmeval-ext[ms]'` (PyPI's ms-vlmeval), or install your VLMEvalKit "
+               "with `pip install ms-vlmeval==0.0.20` (PyPI's VLMEvalKit), or install your VLMEvalKit "
                'checkout: `pip install -e /path/to/VLMEvalKit`.')
 
 

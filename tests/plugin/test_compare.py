@@ -135,12 +135,21 @@ def test_output_goes_beside_a_and_a_dataset_that_matches_nothing_names_what_is_t
     assert code == 2 and 'holds no predictions file of any dataset this plugin knows' in out.err
 
 
-def test_a_model_name_typed_with_its_slash_finds_the_kits_safe_folder(tmp_path, capsys, lmu):
+def test_a_model_name_typed_with_its_slash_finds_the_kits_safe_folder_and_is_shown_as_typed(tmp_path, capsys, lmu):
     a = evaluated(tmp_path, 'Qwen--Tiny-VL', 'GRAB_DEMO', lambda d: d['answer'])
     b = evaluated(tmp_path, 'B', 'GRAB_DEMO', lambda d: d['answer'])
+    manifest = a.with_name('Qwen--Tiny-VL_GRAB_DEMO_manifest.json')      # as a run of a served model records it
+    record = json.loads(manifest.read_text())
+    record['model']['served_name'] = 'Qwen/Tiny-VL'
+    manifest.write_text(json.dumps(record))
     code, out = run_compare(tmp_path / 'Qwen' / 'Tiny-VL', b.parent, 'GRAB_DEMO', tmp_path, capsys)
     assert code == 0, out.err
     result = json.loads((tmp_path / 'Qwen--Tiny-VL_GRAB_DEMO_vs_B_GRAB_DEMO_compare.json').read_text())
-    assert result['a'] == str(a)
+    assert result['a'] == str(a) and result['models'] == {'a': 'Qwen/Tiny-VL', 'b': 'B'}
+    assert '# GRAB_DEMO: B = B vs A = Qwen/Tiny-VL' in out.out                # the safe form only in file names
+    from vlmeval_ext.records.summary import main as summary_main
+    assert summary_main([str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert '| Qwen/Tiny-VL / GRAB_DEMO |' in table and 'Qwen--Tiny-VL /' not in table
     code, out = run_compare(tmp_path / 'Qwen' / 'Other', b.parent, 'GRAB_DEMO', tmp_path, capsys)
     assert code == 2 and f'{tmp_path / "Qwen" / "Other"}: neither a predictions file nor a work dir' in out.err

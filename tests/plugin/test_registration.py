@@ -112,6 +112,6 @@ main(['run', '--data', 'GRAB_DEMO', '--model', 'Naive-Baseline'])
     assert proc.returncode == 2, proc.stdout + proc.stderr
     register_line = proc.stdout.strip()
     assert register_line.startswith('REGISTER: KitNotInstalled VLMEvalKit is not installed')
-    assert "pip install 'vlmeval-ext[ms]'" in register_line and 'pip install -e /path/to/VLMEvalKit' in register_line
+    assert 'pip install ms-vlmeval==0.0.20' in register_line and 'pip install -e /path/to/VLMEvalKit' in register_line
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith('[vlmeval-ext] ERROR: VLMEvalKit is not installed'), proc.stderr

@@ -402,7 +402,10 @@ def compare_runs(a_file: Path, b_file: Path, dataset: str, mode: str | None = No
     reader = READERS[record.key]
     judges = {side: judge_of(manifest) for side, manifest in manifests.items()}
     differ = judges['a'] != judges['b'] and None not in judges.values()
-    out = {'dataset': dataset, 'a': str(a_file), 'b': str(b_file), 'dataset_md5': md5[0] or md5[1],
+    from vlmeval_ext.records.manifest import typed_model_name
+    models = {side: typed_model_name(manifests[side], path.stem[:-len(dataset) - 1] if path.stem.endswith(
+        f'_{dataset}') else path.stem) for side, path in (('a', a_file), ('b', b_file))}
+    out = {'dataset': dataset, 'a': str(a_file), 'b': str(b_file), 'models': models, 'dataset_md5': md5[0] or md5[1],
            'judges': judges, 'bootstrap': {'resamples': B, 'seed': SEED}, 'scores': {}}
     if mode:
         out['mode'] = mode
@@ -443,7 +446,8 @@ def _judge_text(judge: dict) -> str:
 
 
 def markdown(result: dict) -> str:
-    a, b = Path(result['a']).stem, Path(result['b']).stem
+    models = result.get('models') or {}
+    a, b = models.get('a') or Path(result['a']).stem, models.get('b') or Path(result['b']).stem
     mode = f' ({result["mode"]} judge mode)' if result.get('mode') else ''
     lines = [f'# {result["dataset"]}{mode}: B = {b} vs A = {a}', '']
     if result.get('not_comparable'):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from vlmeval_ext.records.manifest import typed_model_name
 from vlmeval_ext.records.published import (Published, compare_run, format_value, our_row, published_for_dataset,
                                            read_score_json, side_by_side_rows, text_at)
 
@@ -23,10 +24,15 @@ MAX_GENERIC_COLUMNS = 20
 
 @dataclass
 class Run:
-    model: str
+    model: str              # as the user typed it (vlmeval_ext.records.manifest.typed_model_name)
     score_path: Path
     score: dict
     manifest: dict | None
+    folder: str = ''        # the kit's folder name of the model (safe for file names)
+
+    @property
+    def mapping_key(self) -> str:
+        return self.folder or self.model
 
     @property
     def judge(self) -> str:
@@ -48,7 +54,8 @@ def collect_runs(work_dir: str | Path, dataset_name: str) -> list[Run]:
             continue
         manifest_path = model_dir / f'{model_dir.name}_{dataset_name}_manifest.json'
         manifest = read_score_json(manifest_path) if manifest_path.is_file() else None
-        runs.append(Run(model_dir.name, score_path, read_score_json(score_path), manifest))
+        runs.append(Run(typed_model_name(manifest, model_dir.name), score_path, read_score_json(score_path), manifest,
+                        model_dir.name))
     return runs
 
 
@@ -112,13 +119,14 @@ def build_layouts(dataset_name: str, runs: Sequence[Run], pub: Published | None)
         columns = [c for t in tables for c in t.column_names]
         rows = []
         for run in runs:
-            mapped = pub.model_map.get(run.model, {}).get('row', '')
+            mapped = (pub.model_map.get(run.model) or pub.model_map.get(run.mapping_key) or {}).get('row', '')
             values = {}
             for t in tables:
                 values.update(our_row(t, run.score, dataset_name))
             if all(v is None for v in values.values()):
                 continue          # this run has nothing in this layout (e.g. no per-dimension scores)
-            cmp = compare_run(pub, run.score, dataset_name, pub.model_map.get(run.model))
+            mapping = pub.model_map.get(run.model) or pub.model_map.get(run.mapping_key)
+            cmp = compare_run(pub, run.score, dataset_name, mapping)
             reproduced = None
             if with_paper and cmp.comparable and mapped:
                 cells = [r for r in side_by_side_rows(pub, run.score, dataset_name, mapped, cmp)

@@ -101,6 +101,28 @@ def _model_info(eval_file: str, model_name: str | None = None) -> dict:
     return info
 
 
+def typed_model_name(manifest: dict | None, folder_name: str) -> str:
+    """The model name as the user typed it ('Qwen/Qwen2-VL-7B'), from the run record (the name the run sent to its
+    server), else the kit's folder name ('Qwen--Qwen2-VL-7B'), which only file names need."""
+    model = (manifest or {}).get('model') if isinstance(manifest, dict) else None
+    name = model.get('served_name') if isinstance(model, dict) else None
+    return name if isinstance(name, str) and name else folder_name
+
+
+def manifest_beside(score_path: Path) -> dict | None:
+    """The run record of a score file (`<stem>[<tag>]_score.json` -> `<stem>_manifest.json`), None when absent or
+    unreadable (a display name is all it is read for here)."""
+    from vlmeval_ext.registry import RESULT_TAGS
+    stem = score_path.name[:-len('_score.json')] if score_path.name.endswith('_score.json') else score_path.stem
+    stem = next((stem[:-len(t)] for t in RESULT_TAGS if stem.endswith(t)), stem)
+    path = score_path.with_name(f'{stem}_manifest.json')
+    try:
+        data = json.loads(path.read_text(encoding='utf-8'))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def sha1_text(text: str) -> str:
     return hashlib.sha1(text.encode('utf-8')).hexdigest()
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
+from vlmeval_ext.records.manifest import manifest_beside, typed_model_name
 from vlmeval_ext.registry import benchmark_of as record_of
 from vlmeval_ext.registry import load_object
 
@@ -210,7 +211,7 @@ def _entries(files: list[Path]) -> tuple[dict, list[str]]:
             others.append(_generic(path, data))
             continue
         benchmark, row = found
-        model = model_of(path)
+        model = typed_model_name(manifest_beside(path), model_of(path))
         label = (f'{model} / {dataset}' if len(models) > 1 else dataset) + (
             f' ({tag_of(path).lstrip("_")} mode)' if tag_of(path) else '')
         note = [f'[note] {data["note"]}'] if isinstance(data.get('note'), str) else []
@@ -225,7 +226,7 @@ def format_work_dir(files: list[Path]) -> str:
     """Every score file: one table per benchmark (rows in file order), each file's failure lines beneath; a work dir
     of one model says which."""
     blocks, others = _entries(files)
-    models = {model_of(Path(p)) for p in files} - {''}
+    models = {typed_model_name(manifest_beside(Path(p)), model_of(Path(p))) for p in files} - {''}
     out = [f'# {next(iter(models))}', ''] if len(models) == 1 else []
     for benchmark, entries in blocks.items():
         out += [f'## {benchmark}', table([(label, r) for label, _, _, r, _ in entries])]
