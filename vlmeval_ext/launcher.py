@@ -352,6 +352,16 @@ def unknown_dataset_lines(names) -> list[str]:
     return lines
 
 
+def rule_scored_run(args, datasets) -> bool:
+    """True when no --judge was given and every dataset of the run is ours and asks no judge: the kit would
+    otherwise configure (and log) its default judge for an MCQ dataset (gpt-4o-mini for RoCOCO-MCQ) that nothing
+    calls; `exact_matching` is the kit's own name for "no judge"."""
+    from vlmeval_ext.registry import benchmark_of
+    records = [benchmark_of(name) for name in datasets]
+    return getattr(args, 'judge', None) is None and bool(records) and all(
+        r is not None and r.judge in ('rules', 'embeddings') for r in records)
+
+
 def with_option(argv: list[str], option: str, value: str | None) -> list[str]:
     """argv with every occurrence of `option` (and its value) replaced by one `option value` at the end (or
     removed when value is None)."""
@@ -894,6 +904,8 @@ def _run(argv: list[str]) -> int:
     from vlmeval_ext.datasets import set_run_options
     set_run_options(options)
     handed = with_option(argv, '--judge-args', json.dumps(kit_judge_args) if kit_judge_args else None)
+    if rule_scored_run(args, plan.datasets):
+        handed = with_option(handed, '--judge', 'exact_matching')   # else the kit names a judge no one asks
     if not getattr(args, 'reuse', False) and args.mode != 'eval':
         handed.append('--reuse')
     handed = serve_models(kit_ns, args, plan, handed)

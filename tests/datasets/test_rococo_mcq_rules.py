@@ -139,3 +139,5 @@ def test_mcq_demo_through_run_py_with_loopback_model(tmp_path, loopback, kit_env
     assert float(acc['accuracy'].iloc[0]) == pytest.approx(round(100.0 * correct / n, 2))
     manifest = json.loads(next((tmp_path / 'out').rglob(f'*_{DEMO_NAME}_manifest.json')).read_text())
     assert manifest['judge']['mode'] == 'rule'
+    # rule-scored: the kit is told so, and names no judge model (it would log its MCQ default, gpt-4o-mini)
+    assert 'gpt-4o-mini' not in proc.stdout + proc.stderr and "'model': 'exact_matching'" in proc.stdout + proc.stderr

@@ -153,8 +153,10 @@ def test_sigkill_during_inference_and_judging_loses_nothing_and_asks_nothing_twi
             kept = {str(k) for k, v in pickle.load(f).items() if KIT_FAIL_MSG not in v}
         positions = {str(k): i for i, k in enumerate(data['index'])}
         assert len(kept) >= 10 and {positions[k] for k in kept} <= answered
-        in_flight_lost = len(answered) - len(kept)       # answered by the server, not yet saved by the kit
-        assert in_flight_lost <= 2                        # at most the --api-nproc calls in flight
+        # answered by the server, not yet in the kit's checkpoint: the calls in flight plus the answers the kit's
+        # main thread had not written yet (it writes one at a time, so a loaded machine leaves more): a figure,
+        # not a bound; what the plugin owns is below (every saved answer kept, every unsaved one asked again once)
+        in_flight_lost = len(answered) - len(kept)
 
         # 2. The same command: resumes inference, then killed during judging after 15 verdicts.
         server.wait_idle()          # requests the killed run left in flight belong to its log, not the next one's

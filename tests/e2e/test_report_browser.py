@@ -46,11 +46,83 @@ def page_of_the_demos(tmp_path_factory):
         data.to_csv(path, sep='\t', index=False)
         proc = run_kit(['eval', '--data', dataset, '--pred', path, *extra], env=env, entry=('-m', 'vlmeval_ext'))
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    # a second model, on GRAB only, every answer wrong: the score card then has two rows, a best to mark, and a
+    # `compare` result to show
+    other = tmp / 'work' / 'N'
+    other.mkdir()
+    data = pd.read_csv(REPO_ROOT / 'vlmeval_ext' / 'demo' / 'GRAB_DEMO.tsv', sep='\t', dtype=str,
+                       keep_default_na=False).drop(columns=['image'])
+    data['prediction'] = 'no idea'
+    data.to_csv(other / 'N_GRAB_DEMO.tsv', sep='\t', index=False)
+    proc = run_kit(['eval', '--data', 'GRAB_DEMO', '--pred', other / 'N_GRAB_DEMO.tsv'], env=env,
+                   entry=('-m', 'vlmeval_ext'))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    proc = run_kit(['compare', work, other, '--data', 'GRAB_DEMO'], env=env, entry=('-m', 'vlmeval_ext'))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     proc = run_kit(['report', tmp / 'work'], env=env, entry=('-m', 'vlmeval_ext'))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     html = tmp / 'work' / 'report.html'
     assert html.is_file() and 'report:' in proc.stdout
     return html
+
+
+def test_the_score_card_has_a_row_per_model_a_column_per_headline_and_every_anchor_and_plot_works(
+        page_of_the_demos):
+    from playwright.sync_api import sync_playwright
+    artifacts = Path(os.environ.get('VLMEVAL_EXT_ARTIFACTS') or REPO_ROOT / 'artifacts' / 'report')
+    artifacts.mkdir(parents=True, exist_ok=True)
+    html = page_of_the_demos.read_text(encoding='utf-8')
+    assert str(page_of_the_demos.parent.parent) not in html          # no absolute path of this machine
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=['--no-sandbox'])
+        page = browser.new_page(viewport={'width': 1400, 'height': 900})
+        errors = []
+        page.on('pageerror', lambda err: errors.append(str(err)))
+        page.goto(page_of_the_demos.as_uri())
+        card = page.locator('table.scorecard')
+        # first on the page, before any item
+        assert page.evaluate("document.querySelector('table.scorecard').compareDocumentPosition("
+                             "document.querySelector('section.items')) & Node.DOCUMENT_POSITION_FOLLOWING")
+        models = card.locator('tbody tr td:first-child').all_inner_texts()
+        assert sorted(models) == ['M', 'N']
+        heads = card.locator('thead th').all_inner_texts()
+        # one column per headline: GRAB, ReMI and RoCOCO-MCQ one each, R-Bench absolute and relative
+        assert len(heads) == 1 + 5, heads
+        grab = next(i for i, h in enumerate(heads) if h.startswith('GRAB_DEMO'))
+        row_of = {m: card.locator('tbody tr').nth(i) for i, m in enumerate(models)}
+        assert 'best' in row_of['M'].locator('td').nth(grab).get_attribute('class')      # 100 vs 0, apart
+        assert 'best' not in row_of['N'].locator('td').nth(grab).get_attribute('class')
+        assert row_of['N'].locator('td').nth(grab).inner_text().startswith('0.00')
+        # a click on a column sorts by it, the header says which way
+        header = card.locator('thead th').nth(grab)
+        header.click()
+        assert header.get_attribute('aria-sort') == 'ascending' and '\u25b2' in header.inner_text()
+        assert card.locator('tbody tr td:first-child').all_inner_texts() == ['N', 'M']
+        header.click()
+        assert header.get_attribute('aria-sort') == 'descending'
+        assert card.locator('tbody tr td:first-child').all_inner_texts() == ['M', 'N']
+        card.screenshot(path=str(artifacts / 'scorecard.png'))
+        # every link of the contents goes somewhere on the page
+        targets = page.evaluate("Array.from(document.querySelectorAll('nav#contents a')).map("
+                                "a => [a.getAttribute('href'), !!document.getElementById(a.getAttribute('href').slice(1))])")
+        assert len(targets) >= 8 and all(ok for _, ok in targets), targets
+        # the compare result of the work dir is on the page
+        assert page.locator('table.comparisons tr.comparison').count() >= 1
+        assert 'GRAB_DEMO' in page.locator('table.comparisons').inner_text()
+        # every plot opens at full size with a click
+        plots = page.locator('img.plot')
+        assert plots.count() >= 1
+        for i in range(plots.count()):
+            plot = plots.nth(i)
+            plot.scroll_into_view_if_needed()
+            plot.click()
+            assert 'full' in plot.get_attribute('class')
+            assert page.evaluate('(img) => img.clientWidth === img.naturalWidth',
+                                 plot.element_handle())
+        # the demos say their images are stand-ins
+        assert 'generated stand-in images' in page.locator('p.banner.demo').inner_text()
+        assert not errors, errors
+        browser.close()
 
 
 def test_the_rendered_report_counts_filters_escapes_and_loads_every_image(page_of_the_demos):
@@ -75,7 +147,7 @@ def test_the_rendered_report_counts_filters_escapes_and_loads_every_image(page_o
             section.screenshot(path=str(artifacts / f'{dataset}.png'))
         assert seen == {d: n for d, (_, n) in DEMOS.items()}
         # a filter changes the rows shown: GRAB's task filter
-        grab = sections.filter(has_text='GRAB_DEMO')
+        grab = sections.filter(has_text='M / GRAB_DEMO')
         properties = grab.locator('select[data-filter="task"]')
         properties.select_option('properties')
         demo = pd.read_csv(REPO_ROOT / 'vlmeval_ext' / 'demo' / 'GRAB_DEMO.tsv', sep='\t', usecols=['task'])
@@ -105,7 +177,7 @@ def test_the_page_carries_every_text_as_data_never_as_markup(page_of_the_demos):
     text = page_of_the_demos.read_text(encoding='utf-8')
     assert '<script>window.__pwned' not in text and 'onerror="window' not in text
     payloads = text.split('<script type="application/json" class="payload">')[1:]
-    assert len(payloads) == len(DEMOS)
+    assert len(payloads) == len(DEMOS) + 1                    # the second model's GRAB items too
     rows = json.loads(payloads[0].split('</script>')[0])['rows']
     assert any(HOSTILE in str(v) for r in rows for v in r.values())
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from vlmeval_ext.io import lmu_data_root, stem_path
-from vlmeval_ext.registry import benchmark_of
+from vlmeval_ext.registry import benchmark_of, load_object
 
 THUMB = 96                      # px, the long side of an embedded thumbnail
 PAGE_ROWS = 100                 # rows the page shows at a time
@@ -38,8 +38,10 @@ TEMPLATE = Path(__file__).resolve().parent / 'templates' / 'report.html.j2'
 class Thumbnails:
     """Thumbnails of a dataset TSV's image cells (the TSV is read once per report)."""
 
-    def __init__(self):
+    def __init__(self, page_dir: Path | None = None):
         self._tables: dict[str, dict] = {}
+        self.page_dir = page_dir            # links to full images are relative to the page's folder
+        self.missing: dict[str, str] = {}   # dataset -> the TSV path looked for, when no TSV held its images
 
     def table(self, dataset: str) -> dict:
         """{index: image cell} of the TSV that holds `dataset` ($LMUData, else the demo shipped in the package)."""
@@ -50,6 +52,8 @@ class Thumbnails:
         if demo:
             candidates.append(Path(demo))
         path = next((p for p in candidates if p.is_file()), None)
+        if path is None:
+            self.missing.setdefault(dataset, str(candidates[0]))
         key = str(path)
         if key not in self._tables:
             cells = {}
@@ -95,7 +99,7 @@ class Thumbnails:
         for suffix in ('.jpg', '.png', '_0.png', '_0.jpg'):
             path = folder / f'{index}{suffix}'
             if path.is_file():
-                return str(path)
+                return os.path.relpath(path, self.page_dir) if self.page_dir else path.name
         return ''
 
 
@@ -115,7 +119,7 @@ def _read(path: str | Path) -> pd.DataFrame | None:
     if not path.is_file():
         return None
     if not stays_inside(path):
-        raise LinkOutside(f'{path.name} is a link to {path.resolve()}, outside its folder: not shown')
+        raise LinkOutside(f'{path.name} is a link to a file outside its folder: not shown')
     if path.suffix == '.xlsx':
         return pd.read_excel(path, dtype=str, keep_default_na=False)
     return pd.read_csv(path, sep='\t' if path.suffix == '.tsv' else ',', dtype=str, keep_default_na=False)
@@ -353,7 +357,17 @@ def _comparability(score_file: Path, tag: str) -> str:
     return f"not comparable: {first.get('not_comparable_why') or ''}"
 
 
-def run_overview(score_file: Path, score: dict, dataset: str, model: str, tag: str) -> dict:
+def _plots_of(score_file: Path, other_stems: set[str]) -> list[Path]:
+    """The plots of one score file: `<stem>_*.png`, not those of another score file whose stem starts like this one
+    (`M_ReMI_DEMO_composite_radar.png` is not a plot of `M_ReMI_DEMO`)."""
+    stem = score_file.name[:-len('_score.json')]
+    longer = [o for o in other_stems if o != stem and o.startswith(stem + '_')]
+    return sorted(p for p in score_file.parent.glob(f'{stem}_*.png')
+                  if p.is_file() and stays_inside(p) and not any(p.name.startswith(o + '_') for o in longer))
+
+
+def run_overview(score_file: Path, score: dict, dataset: str, model: str, tag: str, other_stems: set[str]) -> dict:
+    from vlmeval_ext.records.manifest import manifest_beside
     from vlmeval_ext.records.summary import benchmark_of as summary_benchmark
     found = summary_benchmark(dataset)
     row = found[1](score) if found else {}
@@ -362,16 +376,119 @@ def run_overview(score_file: Path, score: dict, dataset: str, model: str, tag: s
                                         if judge else 'none (rule-based)')
     counts = score.get('counts') or {}
     coverage = score.get('coverage') or {}
-    plots = sorted(p for p in score_file.parent.glob(f'{score_file.name[:-len("_score.json")]}_*.png')
-                   if p.is_file() and stays_inside(p))
-    return {'model': model, 'dataset': dataset + (f' ({tag.lstrip("_")} mode)' if tag else ''),
-            'benchmark': found[0] if found else '', 'cells': [(k, v) for k, v in row.items() if k != 'judge'],
+    plots = _plots_of(score_file, other_stems)
+    record = benchmark_of(dataset)
+    manifest = manifest_beside(score_file) or {}
+    label = dataset + (f' ({tag.lstrip("_")} mode)' if tag else '')
+    return {'model': model, 'dataset': label, 'benchmark': found[0] if found else '',
+            'cells': [(k, v) for k, v in row.items() if k != 'judge'],
+            'headlines': _headlines(record, score, label) if record else [],
             'judge': judge_text, 'comparable': _comparability(score_file, tag),
             'notes': [n for n in score.get('notes') or [] if isinstance(n, str)],
+            'demo': bool(record and dataset in record.demos),
             'accounting': {'items': counts.get('items', score.get('n_items')), 'empty': counts.get('empty'),
                            'inference failures': counts.get('inference_failures', score.get('inference_failed')),
                            'missing from the predictions': coverage.get('missing_items')},
+            'config': _run_config(manifest, judge_text),
             'plots': [{'name': p.name, 'src': _data_uri_png(p)} for p in plots if p.stat().st_size < 2_000_000]}
+
+
+LOWER_IS_BETTER = ('false rate',)
+
+
+def _headlines(record, score: dict, dataset_label: str) -> list[dict]:
+    """Each headline of a run: {key, label, unit, value, ci, lower_better} (the score card's columns)."""
+    from vlmeval_ext.records.intervals import leaf
+    report = load_object(record.report)
+    row = report.summary_row(score)
+    out = []
+    for label, path, unit in report.HEADLINE:
+        value = row.get(f'{label} ({unit})')
+        if value is None:
+            node = score
+            for key in path:
+                node = node.get(key) if isinstance(node, dict) else None
+            value = node
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+            value = None
+        out.append({'key': f'{dataset_label} | {label} ({unit})', 'dataset': dataset_label,
+                    'label': f'{label} ({unit})', 'unit': unit, 'value': value,
+                    'ci': leaf(score.get('ci95'), path), 'lower_better': label in LOWER_IS_BETTER})
+    return out
+
+
+def _run_config(manifest: dict, judge_text: str) -> dict:
+    """What the run record says the scores depend on, for the page (never a key: the record holds none)."""
+    model = manifest.get('model') or {}
+    kit = manifest.get('kit') or {}
+    plugin = manifest.get('plugin') or {}
+    dataset = manifest.get('dataset') or {}
+    return {'model class': (model.get('class_args') or {}).get('class') if isinstance(model.get('class_args'), dict)
+            else None,
+            'judge': judge_text, 'kit': ' '.join(str(v) for v in (kit.get('distribution'), kit.get('version')) if v),
+            'vlmeval-ext': plugin.get('version'), 'python': manifest.get('python'),
+            'dataset md5': dataset.get('tsv_md5'), 'recorded': manifest.get('created_at')}
+
+
+def score_card(overview: list[dict]) -> dict:
+    """Models x headlines: one row per model, one column per (dataset, headline) in first-seen order; a column's
+    best value is marked only when its interval does not overlap the next best's."""
+    columns, rows = {}, {}
+    for run in overview:
+        for h in run['headlines']:
+            columns.setdefault(h['key'], {k: h[k] for k in ('key', 'dataset', 'label', 'unit', 'lower_better')})
+            rows.setdefault(run['model'], {})[h['key']] = {'value': h['value'], 'ci': h['ci']}
+    for key, column in columns.items():
+        cells = sorted(((cells[key], model) for model, cells in rows.items()
+                        if key in cells and cells[key]['value'] is not None),
+                       key=lambda c: c[0]['value'], reverse=not column['lower_better'])
+        if len(cells) < 2:
+            continue
+        (best, _), (second, _) = cells[0], cells[1]
+        if best['ci'] and second['ci'] and (best['ci'][0] > second['ci'][1] if not column['lower_better']
+                                            else best['ci'][1] < second['ci'][0]):
+            best['best'] = True
+    return {'columns': list(columns.values()), 'rows': [{'model': m, 'cells': c} for m, c in rows.items()]}
+
+
+def details(overview: list[dict]) -> list[dict]:
+    """Per benchmark, its runs in real columns: the summary row's cells, then judge, comparability and counts."""
+    out: dict[str, dict] = {}
+    for run in overview:
+        block = out.setdefault(run['benchmark'] or 'other', {'benchmark': run['benchmark'] or 'other', 'runs': []})
+        block['runs'].append(run)
+    for n, block in enumerate(out.values()):
+        block['anchor'] = f'details-{n}'
+        block['columns'] = list(dict.fromkeys(name for run in block['runs'] for name, _ in run['cells']))
+        block['accounting'] = list(dict.fromkeys(k for run in block['runs'] for k, v in run['accounting'].items()
+                                                 if v is not None and k not in block['columns']))
+    return list(out.values())
+
+
+def comparisons(work_dir: Path) -> list[dict]:
+    """The `compare` results found under the work dir (`*_compare.json`), one row per headline."""
+    rows = []
+    for path in sorted(work_dir.rglob('*_compare.json')):
+        if not path.is_file() or not stays_inside(path):
+            continue
+        try:
+            result = json.loads(path.read_text(encoding='utf-8'))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(result, dict) or not isinstance(result.get('scores'), dict):
+            continue
+        from vlmeval_ext.records.compare import p_text, reading
+        models = result.get('models') or {}
+        for name, r in result['scores'].items():
+            try:
+                rows.append({'dataset': result.get('dataset'), 'a': models.get('a') or Path(result['a']).stem,
+                             'b': models.get('b') or Path(result['b']).stem, 'score': f'{name} ({r["unit"]})',
+                             'a_value': r['a'], 'b_value': r['b'], 'difference': f'{r["difference"]:+}',
+                             'ci': f'[{r["ci95"][0]}, {r["ci95"][1]}]', 'p': p_text(r['p_value']),
+                             'test': r.get('test'), 'reading': reading(r), 'file': path.name})
+            except (KeyError, TypeError, IndexError):
+                continue
+    return rows
 
 
 def _format(value, column: str = '') -> str:
@@ -398,20 +515,23 @@ def _script_json(data) -> str:
         '\u2028', '\\u2028').replace('\u2029', '\\u2029')
 
 
-def build(work_dir: Path) -> str:
+def build(work_dir: Path, page_dir: Path | None = None) -> str:
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+    from vlmeval_ext.records.manifest import manifest_beside, typed_model_name
     from vlmeval_ext.records.summary import dataset_of, model_of, tag_of
-    thumbs = Thumbnails()
+    thumbs = Thumbnails(page_dir or work_dir)
     overview, sections, skipped = [], [], []
-    for path in score_files(work_dir):
+    files = score_files(work_dir)
+    stems = {p.name[:-len('_score.json')] for p in files}
+    for path in files:
         dataset, tag = dataset_of(path), tag_of(path)
         record = benchmark_of(dataset)
         if record is None:
             continue
         score = json.loads(path.read_text(encoding='utf-8'))
-        model = model_of(path) or path.name.split(f'_{dataset}')[0]
-        overview.append(run_overview(path, score, dataset, model, tag))
+        model = typed_model_name(manifest_beside(path), model_of(path) or path.name.split(f'_{dataset}')[0])
+        overview.append(run_overview(path, score, dataset, model, tag, stems))
         pred = _predictions_of(path, tag)
         if pred is None:
             continue
@@ -424,18 +544,27 @@ def build(work_dir: Path) -> str:
             continue
         if section is not None:
             sections.append(section)
+    banners = []
+    if thumbs.missing:
+        looked = Path(next(iter(thumbs.missing.values()))).parent
+        banners.append(f'Thumbnails of {", ".join(sorted(thumbs.missing))} are missing: their TSVs are not under '
+                       f'$LMUData (the folder {looked.name}/ was searched); set LMUData to the folder the run used '
+                       'and build the page again with `vlmeval-ext report WORK_DIR`')
+    demos = sorted({run['dataset'] for run in overview if run['demo']})
     env = Environment(loader=FileSystemLoader(str(TEMPLATE.parent)), autoescape=select_autoescape(['html', 'j2']))
     env.filters['cell'] = _format
     env.filters['script_json'] = _script_json
     template = env.get_template(TEMPLATE.name)
-    return template.render(work_dir=str(work_dir), overview=overview, sections=sections,
-                           payloads=[s.payload() for s in sections], skipped=skipped)
+    return template.render(work_dir=work_dir.resolve().name, overview=overview, sections=sections,
+                           payloads=[s.payload() for s in sections], skipped=skipped, card=score_card(overview),
+                           details=details(overview), comparisons=comparisons(work_dir), banners=banners,
+                           demos=demos)
 
 
 def write_report(work_dir: str | Path, out: str | Path | None = None) -> Path:
     work_dir = Path(work_dir)
     out = Path(out) if out else work_dir / 'report.html'
-    html = build(work_dir)
+    html = build(work_dir, out.resolve().parent)
     tmp = out.with_name(f'{out.name}.partial{os.getpid()}')
     tmp.write_text(html, encoding='utf-8')
     os.replace(tmp, out)
