@@ -356,10 +356,10 @@ def rule_scored_run(args, datasets) -> bool:
     """True when no --judge was given and every dataset of the run is ours and asks no judge: the kit would
     otherwise configure (and log) its default judge for an MCQ dataset (gpt-4o-mini for RoCOCO-MCQ) that nothing
     calls; `exact_matching` is the kit's own name for "no judge"."""
-    from vlmeval_ext.registry import benchmark_of
-    records = [benchmark_of(name) for name in datasets]
+    from vlmeval_ext.registry import CORRUPTED, benchmark_of
+    records = [benchmark_of(name) for name in datasets]       # an -RC is scored by its base dataset's own rule
     return getattr(args, 'judge', None) is None and bool(records) and all(
-        r is not None and r.judge in ('rules', 'embeddings') for r in records)
+        r is not None and r is not CORRUPTED and r.judge in ('rules', 'embeddings') for r in records)
 
 
 def with_option(argv: list[str], option: str, value: str | None) -> list[str]:

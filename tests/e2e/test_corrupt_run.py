@@ -114,6 +114,12 @@ def test_mcq_and_vqa_rc_through_run_py_with_no_judge_reachable(tmp_path, loopbac
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     console = proc.stdout + proc.stderr
     assert 'OPENAI API is not working' not in console and 'gpt-4o-mini' not in console
+    # the kit's evaluate runs once per variant and repeats its lines: each shown once, then counted in one line
+    shown = console.count('Exact Matching mode, will not do GPT-based answer matching')
+    assert shown <= 2, shown
+    print(f'\n[figures] -RC console: the kit\'s "Exact Matching mode" line shown {shown} time(s)')
+    assert shown == 0 or re.search(r'\[AI2D_MINI-RC\] the kit said this \d+ times \(once shown\): Exact Matching mode',
+                                   console), console[-3000:]
     assert loopback.count(r'key=') == 4 * 7                 # every MCQ reference and distorted row was asked
     assert loopback.count(r'vqa item=[01]') == 3 * 2         # VQA items 0, 1: once per row
     items = [r for r in loopback.log if PROBE_PROMPT not in r.prompt]

@@ -160,7 +160,8 @@ class CorruptedDataset(LoadingChecks, _TextTSV):
         return K.kit_headline(result), {int(i): scores.get(int(i)) for i in rows['index']}
 
     def evaluate(self, eval_file, **judge_kwargs):
-        with evaluation_lock(eval_file, self.dataset_name):
+        from vlmeval_ext.logs import kit_lines_once
+        with evaluation_lock(eval_file, self.dataset_name), kit_lines_once(self.dataset_name):
             return self._evaluate(eval_file, **judge_kwargs)
 
     def _evaluate(self, eval_file, **judge_kwargs):
