@@ -22,6 +22,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 GRACE_S = 5.0
 EXIT_STATUS = 130
@@ -49,9 +50,11 @@ _state = {'pending_raise': False, 'summary': None}
 def cancel_queued_calls() -> int:
     """Cancel every thread-pool call of this process that has not started yet; returns how many."""
     cancelled = 0
-    for obj in gc.get_objects():
-        if isinstance(obj, concurrent.futures.Future) and not obj.done() and obj.cancel():
-            cancelled += 1
+    with warnings.catch_warnings():      # isinstance() on some modules' lazy objects warns (torch's reduce_op)
+        warnings.simplefilter('ignore')
+        for obj in gc.get_objects():
+            if isinstance(obj, concurrent.futures.Future) and not obj.done() and obj.cancel():
+                cancelled += 1
     return cancelled
 
 

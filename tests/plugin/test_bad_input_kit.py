@@ -240,8 +240,9 @@ def test_cli_rococo_score_with_nan_embeddings(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(['rococo', 'score', '--direction', 'i2t', '--ann', str(tmp_path / 'ann.json'),
               '--image-emb', str(tmp_path / 'img.npy'), '--text-emb', str(tmp_path / 'txt.npy')])
-    message = str(exit_info.value.code)
-    assert message.startswith('error:') and 'row 1 column 0 is nan' in message and '\n' not in message
+    err = capsys.readouterr().err.strip()              # one prefixed line, status 2, like every set-up error
+    assert exit_info.value.code == 2 and err.startswith('[vlmeval-ext] ERROR: ') and '\n' not in err
+    assert 'row 1 column 0 is nan' in err
 
 
 def test_cli_corrupt_image_with_an_unknown_distortion(tmp_path, capsys):

@@ -36,9 +36,10 @@ def load_progress(path):
         return load(path)
     except (EOFError, pickle.UnpicklingError, ValueError) as err:
         os.replace(path, path + '.unreadable')
-        logger.warning(f'{path}: unreadable ({type(err).__name__}: the run that wrote it was stopped '
-                       f'while saving it), moved to {path}.unreadable; its items are judged again (a judge '
-                       'that keeps its verdicts answers them without new calls)')
+        logger.warning(f'{path}: unreadable ({type(err).__name__}: the run that wrote it was '
+                       f'stopped while saving it), moved to {path}.unreadable; its items are '
+                       'judged again (a judge that keeps its verdicts answers them without new '
+                       'calls)')
         return {}
 
 

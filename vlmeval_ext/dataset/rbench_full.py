@@ -44,9 +44,10 @@ def load_progress(path):
         return load(path)
     except (EOFError, pickle.UnpicklingError, ValueError) as err:
         os.replace(path, path + '.unreadable')
-        logger.warning(f'{path}: unreadable ({type(err).__name__}: the run that wrote it was stopped '
-                       f'while saving it), moved to {path}.unreadable; its items are judged again (a judge '
-                       'that keeps its verdicts answers them without new calls)')
+        logger.warning(f'{path}: unreadable ({type(err).__name__}: the run that wrote it was '
+                       f'stopped while saving it), moved to {path}.unreadable; its items are '
+                       'judged again (a judge that keeps its verdicts answers them without new '
+                       'calls)')
         return {}
 
 
@@ -250,9 +251,10 @@ class RBenchFull(ImageBaseDataset):
         todo = [p for p in demands if not settled(p)]
         if todo:
             calls = sum(s.repeats for p in todo for s, _ in demands[p][2])
+            upto = 'up to ' if mode == 'efficient' else ''
             print(f'{self.dataset_name}: {len(todo)} of {len(demands)} distinct prompts to judge '
-                  f'({"up to " if mode == "efficient" else ""}{calls} judge calls, {mode} mode; '
-                  f'{len(demands) - len(todo)} judged in {osp.basename(tmp)}); the bar counts prompts',
+                  f'({upto}{calls} judge calls, {mode} mode; {len(demands) - len(todo)} judged in '
+                  f'{osp.basename(tmp)}); the bar counts prompts',
                   flush=True)
             results = track_progress_rich(ask, [(judge, p, *demands[p][:2]) for p in todo],
                                           nproc=nproc, save=tmp, keys=[key[p] for p in todo])
