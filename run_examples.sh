@@ -19,7 +19,7 @@ else
   bash scripts/setup_venv.sh
   PY="$ROOT/.venv/bin/python"
 fi
-export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg PYTHONWARNINGS=ignore
+export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
 
 if [ -n "${MODEL:-}${DATA:-}" ]; then
   : "${MODEL:?set MODEL (a kit model name)}" "${DATA:?set DATA (dataset names)}"

@@ -144,3 +144,16 @@ def test_summary_command_says_why_it_has_nothing(tmp_path, capsys):
     assert summary_main([str(tmp_path)]) == 1
     assert 'no *_score.json under' in capsys.readouterr().err
     assert summary_main([str(tmp_path / 'missing')]) == 2
+
+
+def test_a_note_every_row_of_a_table_shares_is_said_once_under_it(tmp_path, capsys):
+    model = tmp_path / 'Smoke'
+    model.mkdir()
+    note = 'a smoke test of the pipeline, not a model'
+    for dataset in ('RoCOCO-I2T-danger', 'RoCOCO-I2T-clean'):
+        (model / f'Smoke_{dataset}_score.json').write_text(json.dumps(
+            {'dataset': dataset, 'direction': 'i2t', 'n_images': 5, 'n_texts': 50, 'note': note,
+             'metrics': {'R@1': 20.0, 'R@5': 60.0, 'R@10': 80.0, 'R_mean': 53.3333, 'false_rate': 40.0}}))
+    assert main([str(model)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(note) == 1 and f'[note] (every row) {note}' in out

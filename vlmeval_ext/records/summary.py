@@ -230,7 +230,10 @@ def format_work_dir(files: list[Path]) -> str:
     out = [f'# {next(iter(models))}', ''] if len(models) == 1 else []
     for benchmark, entries in blocks.items():
         out += [f'## {benchmark}', table([(label, r) for label, _, _, r, _ in entries])]
-        out += [f'{label} {line}' for label, _, _, _, lines in entries for line in lines]
+        shared = [line for line in entries[0][4] if line.startswith('[note] ')
+                  and len(entries) > 1 and all(line in e[4] for e in entries)]
+        out += [f'[note] (every row) {line[len("[note] "):]}' for line in shared]
+        out += [f'{label} {line}' for label, _, _, _, lines in entries for line in lines if line not in shared]
         out.append('')
     return '\n'.join(out + [o + '\n' for o in others]).rstrip() + '\n'
 
