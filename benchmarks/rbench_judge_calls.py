@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests'))
 
 from helpers.fixtures import llava15_items, unpacked_fixtures  # noqa: E402
 from helpers.rbench_protocol import FunctionJudge, run_plans, table_rows  # noqa: E402
-from vlmeval_ext.dataset.rbench_full import NEEDS  # noqa: E402
+from vlmeval_ext.dataset.utils.rbench_full import NEEDS  # noqa: E402
 from vlmeval_ext.dataset.utils import rbench_full as B  # noqa: E402
 
 _MCQ = re.compile(r'a set of options \[(?P<opts>.*)\] with option \[(?P<correct>.*)\] being the correct answer\.\n'

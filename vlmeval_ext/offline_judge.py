@@ -24,8 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from vlmeval_ext.dataset.rbench_full import scorable
-from vlmeval_ext.dataset.utils.rbench_full import KINDS, certain_letter, parse_captions, parse_choices
+from vlmeval_ext.dataset.utils.rbench_full import KINDS, certain_letter, parse_captions, parse_choices, scorable
 from vlmeval_ext.spec import load_spec
 
 OFFLINE_LABEL = 'offline approximation (MiniLM-L6 + rules), not the paper\'s GPT-3.5 judge'

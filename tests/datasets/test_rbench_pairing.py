@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from vlmeval_ext.baselines import RBENCH_ANSWERS, rbench
-from vlmeval_ext.dataset.rbench_full import pair_rows, scorable
+from vlmeval_ext.dataset.utils.rbench_full import pair_rows, scorable
 from vlmeval_ext.dataset.utils import rbench_full as B
 from vlmeval_ext.dataset.utils.rbench_full import model_prompt, read_text_table
 from vlmeval_ext.io import file_md5

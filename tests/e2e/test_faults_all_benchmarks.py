@@ -33,7 +33,7 @@ from helpers.secrets_check import KEY_PARTS, leaks
 from vlmeval_ext.io import write_kit_tsv
 from helpers.rbench_protocol import run_protocol
 from vlmeval_ext.corrupt.variants import INDEX_SLOT, build_rc_frame
-from vlmeval_ext.dataset.rbench_full import pair_rows
+from vlmeval_ext.dataset.utils.rbench_full import pair_rows
 from vlmeval_ext.dataset.utils import remi as remi_score
 from vlmeval_ext.dataset.utils import rococo_mcq as Q
 from vlmeval_ext.judging import STORE_FILE

@@ -5,7 +5,7 @@ and by benchmarks/rbench_judge_calls.py, where 22,277 calls through the kit's tr
 minutes rewriting its progress file."""
 from __future__ import annotations
 
-from vlmeval_ext.dataset.rbench_full import NEEDS
+from vlmeval_ext.dataset.utils.rbench_full import NEEDS
 from vlmeval_ext.dataset.utils import rbench_full as B
 
 KINDS = B.KINDS

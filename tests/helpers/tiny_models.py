@@ -2,8 +2,6 @@
 model tests load (no weights can be downloaded here)."""
 from __future__ import annotations
 
-import torch
-
 
 def byte_symbols():
     """The 256 printable stand-ins byte-level BPE uses for raw bytes (GPT-2 / CLIP convention)."""
@@ -15,6 +13,7 @@ def byte_symbols():
 def make_tiny_clip(path):
     """A random 2-layer CLIP with a character-level BPE tokenizer, saved like a hub checkpoint."""
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
+    import torch                 # here, not at import: collecting the tests stays fast
     torch.manual_seed(0)
     symbols = byte_symbols()
     vocab = {s: i for i, s in enumerate(symbols)}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 
-import torch
 
 # Text the byte-level BPE is trained on: enough words of the benchmarks' prompts to give merges.
 _CORPUS = [
@@ -69,6 +68,7 @@ def make_tiny_qwen2_vl(path):
     """A random Qwen2-VL (2 text layers of width 32, 1 vision block) with its processor, saved to `path`."""
     from transformers import (PreTrainedTokenizerFast, Qwen2VLConfig, Qwen2VLForConditionalGeneration,
                               Qwen2VLImageProcessor, Qwen2VLProcessor)
+    import torch                 # here, not at import: collecting the tests stays fast
     torch.manual_seed(0)
     specials = ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|vision_start|>', '<|vision_end|>',
                 '<|image_pad|>', '<|video_pad|>']
@@ -110,6 +110,7 @@ def make_tiny_paligemma(path):
     """A random PaliGemma (2 Gemma layers of width 32, a 1-layer SigLIP on 28 px images) with its processor."""
     from transformers import (GemmaConfig, PaliGemmaConfig, PaliGemmaForConditionalGeneration, PaliGemmaProcessor,
                               PreTrainedTokenizerFast, SiglipImageProcessor, SiglipVisionConfig)
+    import torch                 # here, not at import: collecting the tests stays fast
     torch.manual_seed(0)
     specials = ['<pad>', '<eos>', '<bos>', '<unk>', '<image>']
     raw = _bpe_tokenizer(specials)

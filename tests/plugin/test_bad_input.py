@@ -213,7 +213,7 @@ def _rbench_rows():
 
 
 def _pair(rows, path='preds.xlsx'):
-    from vlmeval_ext.dataset.rbench_full import pair_rows
+    from vlmeval_ext.dataset.utils.rbench_full import pair_rows
     return pair_rows(pd.DataFrame(rows).astype(str).replace('nan', ''), path)
 
 

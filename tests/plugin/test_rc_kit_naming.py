@@ -13,10 +13,19 @@ import pytest
 from helpers.kit_tables import b64_png, closed_port_url, item_image, mcq_tsv, textvqa_tsv
 from vlmeval_ext.io import DataError, write_kit_tsv
 from vlmeval_ext.judging import JudgeUnavailable
-from vlmeval_ext.corrupt import kit as K
-from vlmeval_ext.corrupt.dataset import CorruptedDataset, base_rows
 from vlmeval_ext.corrupt.variants import build_rc_frame, row_scores_from_result, split_by_slot
 from helpers.kit_run import FAKE_KEY
+
+
+K = CorruptedDataset = base_rows = None      # set by _kit_modules when the tests run
+
+
+@pytest.fixture(scope='module', autouse=True)
+def _kit_modules():
+    """The -RC dataset module imports the kit: imported when these tests run, not when they are collected."""
+    global K, CorruptedDataset, base_rows
+    from vlmeval_ext.corrupt import kit as K
+    from vlmeval_ext.corrupt.dataset import CorruptedDataset, base_rows
 
 
 def pope_tsv(n: int = 4) -> pd.DataFrame:

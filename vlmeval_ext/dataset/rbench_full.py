@@ -28,9 +28,9 @@ from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file
                          load, md5)
 from vlmeval.utils import track_progress_rich
 
-from .utils.rbench_full import (DEFAULT_JUDGE, KINDS, TASKS, ask, assign, combine, is_infer_fail,
-                                judge_id, model_prompt, plan_score, prompt_demands, rbench_table,
-                                read_text_table, result_table)
+from .utils.rbench_full import (DEFAULT_JUDGE, KINDS, ask, assign, combine, is_infer_fail,
+                                judge_id, model_prompt, pair_rows, plan_score, prompt_demands,
+                                rbench_table, read_text_table, result_table, scorable)
 
 logger = get_logger(__name__)
 
@@ -72,63 +72,8 @@ def caption_seed(given, done, path):
 
 
 SUBSETS = {'R-Bench-Full-MCQ': 'MCQ', 'R-Bench-Full-VQA': 'VQA', 'R-Bench-Full-CAP': 'CAP'}
-NEEDS = {'dis': ('pred_dis',), 'ref': ('pred_ref',), 'com': ('pred_ref', 'pred_dis')}
 SCORE_COLUMNS = ['pair_id', 'name', 'type', 'distortion', 'strength', 'score_ref', 'score_dis',
                  'score_com', 'verdicts_ref', 'verdicts_dis', 'verdicts_com']
-
-
-def _int(value, where, lo, hi):
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or not number.is_integer() or not lo <= number <= hi:
-        raise ValueError(f'{where}: {value!r} is not an integer in {lo}-{hi}')
-    return int(number)
-
-
-def pair_rows(data, path):
-    """One item per pair_id with its two outputs (None where the row is missing or is the kit's
-    failure text); errors name the file, row and column."""
-    pairs, counts = {}, dict(rows=len(data), inference_failures=0, empty=0, missing_partner=0)
-    failed_rows = []
-    for row, rec in enumerate(data.to_dict('records'), 2):
-        where = f'{path}: row {row}'
-        if rec['variant'] not in ('ref', 'dis'):
-            raise ValueError(f"{where}, column 'variant': {rec['variant']!r} is not ref or dis")
-        if rec['type'] not in TASKS:
-            raise ValueError(f"{where}, column 'type': {rec['type']!r} is not one of {TASKS}")
-        pair = _int(rec['pair_id'], f"{where}, column 'pair_id'", 0, 10 ** 9)
-        fields = dict(type=rec['type'], question=rec['question'], choice=rec['choice'],
-                      answer=rec['answer'],
-                      distortion=_int(rec['distortion'], f"{where}, column 'distortion'", 1, 33),
-                      strength=_int(rec['strength'], f"{where}, column 'strength'", 1, 3))
-        item = pairs.setdefault(pair, dict(pair_id=pair, name=rec.get('name', ''), pred_ref=None,
-                                           pred_dis=None, rows={}, **fields))
-        if rec['variant'] in item['rows']:
-            raise ValueError(f"{where}: pair_id {pair} has a second {rec['variant']!r} row "
-                             f"(first at row {item['rows'][rec['variant']]})")
-        for column, value in fields.items():
-            if item[column] != value:
-                raise ValueError(f'{where}, column {column!r}: {rec[column]!r} differs from its '
-                                 f'partner row of pair_id {pair}')
-        item['rows'][rec['variant']] = row
-        if is_infer_fail(rec['prediction']):
-            counts['inference_failures'] += 1
-            failed_rows.append([rec['index'], 'inference failed'])
-            continue
-        counts['empty'] += not rec['prediction'].strip()
-        item[f"pred_{rec['variant']}"] = rec['prediction']
-    for pair, item in sorted(pairs.items()):
-        if len(item['rows']) < 2:
-            counts['missing_partner'] += 1
-            lost = 'dis' if 'ref' in item['rows'] else 'ref'
-            failed_rows.append([pair, f'pair_id {pair}: no {lost} row'])
-    return [pairs[k] for k in sorted(pairs)], counts, failed_rows
-
-
-def scorable(item):
-    return [k for k in KINDS if all(item[a] is not None for a in NEEDS[k])]
 
 
 class RBenchFull(ImageBaseDataset):
