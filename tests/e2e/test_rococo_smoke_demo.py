@@ -43,8 +43,11 @@ def test_demo_gallery_runs_end_to_end_through_run_py(tmp_path):
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
-    # said once for the run's two datasets (each score file keeps the note)
-    assert out.count('RoCOCO-Smoke-Hash is a weight-free smoke test of the pipeline, not a model') == 1
+    # said once while the run's two datasets are evaluated, and once under the end-of-run table for both rows
+    # (each score file keeps the note)
+    assert out.count('[RoCOCO] RoCOCO-Smoke-Hash is a weight-free smoke test of the pipeline, not a model') == 1
+    assert out.count('[note] (every row) RoCOCO-Smoke-Hash is a weight-free smoke test') == 1
+    assert out.count('RoCOCO-Smoke-Hash is a weight-free smoke test of the pipeline, not a model') == 2
     assert 'R@1 (%)' in out
     model_dir = tmp_path / 'out' / 'RoCOCO-Smoke-Hash'
     i2t = json.loads(next(model_dir.rglob('*_RoCOCO-I2T-same_concept_score.json')).read_text())
