@@ -24,6 +24,14 @@ KIT_FAIL_MSG = 'Failed to obtain answer via API.'
 KINDS = ('exact', 'prose', 'wrong')
 
 
+def echo_judge(body) -> str:
+    """A GRAB extraction judge that answers with the model's output as it stands in the prompt."""
+    prompt = body['messages'][-1]['content']
+    # Kit difference: ms-vlmeval sends a text-only prompt as a string, upstream VLMEvalKit as a list of text parts.
+    prompt = prompt if isinstance(prompt, str) else ' '.join(p.get('text', '') for p in prompt)
+    return prompt.split('The output from the model answering the question is: "')[1].split('"\n')[0]
+
+
 def demo() -> pd.DataFrame:
     return pd.read_csv(DEMO_TSV, sep='\t', dtype={'answer': str})
 

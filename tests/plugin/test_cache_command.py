@@ -7,18 +7,10 @@ import re
 import pandas as pd
 import pytest
 
+from helpers.grab_play import JUDGE_MARK, echo_judge
 from helpers.kit_run import FAKE_KEY
 from helpers.loopback_server import LoopbackServer
 from vlmeval_ext.cli import main as cli_main
-
-JUDGE_MARK = 'A generative model has been asked this question'
-
-
-def _judge(body):
-    prompt = body['messages'][-1]['content']
-    # Kit difference: ms-vlmeval sends a text-only prompt as a string, upstream VLMEvalKit as a list of text parts.
-    prompt = prompt if isinstance(prompt, str) else ' '.join(p.get('text', '') for p in prompt)
-    return prompt.split('The output from the model answering the question is: "')[1].split('"\n')[0]
 
 
 def _cli(argv, capsys):
@@ -40,7 +32,7 @@ def test_stats_list_the_judges_verdicts_and_clear_makes_the_next_evaluation_ask_
     monkeypatch.setenv('VLMEVAL_EXT_CACHE', str(cache))
     monkeypatch.setenv('OPENAI_API_KEY', FAKE_KEY)
     server = LoopbackServer().start()
-    server.script(JUDGE_MARK, _judge)
+    server.script(JUDGE_MARK, echo_judge)
     server.default = 'ready'
     evaluate = ['eval', '--data', 'GRAB_DEMO', '--pred', str(pred), '--judge', 'loopback-judge',
                 '--judge-base-url', server.base_url]
