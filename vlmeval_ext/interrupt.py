@@ -9,7 +9,8 @@
   finish for a few seconds: a judge verdict that arrives is stored; after GRACE_S seconds the process ends anyway;
 - KeyboardInterrupt is never raised while the kit is writing one of its files (a half-written checkpoint would
   lose every answer it held): the cancelling and the raise come a moment later, once the write is done;
-- a second Ctrl-C ends the process at once.
+- a second Ctrl-C ends the process at once, as the end after GRACE_S does: both wait for a kit file write that is
+  under way to finish first (os._exit in the middle of one is what cuts a progress file).
 The caller prints the summary line and exits 130 (`exit_status`).
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 import warnings
 
 GRACE_S = 5.0
+WRITE_WAIT_S = 30.0     # the longest a kit file write may hold back the end (a progress file of a few MB takes <1 s)
 EXIT_STATUS = 130
 
 
@@ -68,15 +70,28 @@ def _inside_kit_write(frame) -> bool:
     return False
 
 
+def _main_thread_writing() -> bool:
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    return _inside_kit_write(frame)
+
+
 def _end_now() -> None:
+    """End the process now, but never in the middle of a kit file write (an os._exit there leaves a cut
+    checkpoint or progress file, whose every answer is then lost): wait for the write, up to WRITE_WAIT_S."""
+    deadline = time.monotonic() + WRITE_WAIT_S
+    while _main_thread_writing() and time.monotonic() < deadline:
+        time.sleep(0.01)
     line = _state['summary']() if callable(_state['summary']) else 'interrupted'
     print(f'\n[vlmeval-ext] {line}', file=sys.stderr, flush=True)
     os._exit(EXIT_STATUS)
 
 
 def _handler(signum, frame):
-    if STOP.reason == 'interrupted' and not _state['pending_raise']:
-        _end_now()                                             # a second Ctrl-C
+    if STOP.reason == 'interrupted' and not _state['pending_raise']:   # a second Ctrl-C
+        if _inside_kit_write(frame):       # the write goes on in this thread: end from another once it is done
+            threading.Thread(target=_end_now, daemon=True).start()
+            return
+        _end_now()
     if STOP.reason != 'interrupted':
         STOP.set('interrupted')
         timer = threading.Timer(GRACE_S, _end_now)

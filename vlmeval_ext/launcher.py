@@ -553,6 +553,26 @@ def kit_run_dirs(model_dir: Path) -> list[Path]:
     return [model_dir, *map(Path, list_eval_run_dirs(str(model_dir)))] if model_dir.is_dir() else []
 
 
+def remove_empty_run_dirs(plan: RunPlan, started: datetime.datetime) -> list[Path]:
+    """Remove the per-run folders (`T<date>-<time>`) that the kit made in this run and left empty. ms-vlmeval
+    0.0.20 makes one per dataset run (`prepare_reuse_files`) and writes everything into the model folder; an upstream
+    checkout writes its status.json into it, so its folders are never empty and stay. Returns what was removed."""
+    from vlmeval.smp.file import is_eval_run_id
+    removed = []
+    for model in plan.models:
+        model_dir = plan.model_dir(model)
+        if not model_dir.is_dir():
+            continue
+        for folder in model_dir.iterdir():
+            if not (folder.is_dir() and not folder.is_symlink() and is_eval_run_id(folder.name)):
+                continue
+            made = datetime.datetime.fromtimestamp(folder.stat().st_mtime).astimezone()
+            if made >= started and not any(folder.iterdir()):
+                folder.rmdir()
+                removed.append(folder)
+    return removed
+
+
 def set_aside_unloadable(plan: RunPlan, world_size: int) -> list[str]:
     """Move aside each checkpoint/prediction file of the run that the kit could not load; returns the lines said."""
     from vlmeval.smp import load
@@ -802,6 +822,7 @@ def after_the_kit(args, plan: RunPlan, handed_args: list[str], started, judge_kw
     from vlmeval_ext.records.run_records import write_run_records
     failures, scored = [], []
     world_size = int(os.environ.get('WORLD_SIZE', 1))
+    remove_empty_run_dirs(plan, started)
     for outcome in outcomes(plan, handed_args, started):
         reason = failure_of(outcome, args.mode)
         if reason:

@@ -113,6 +113,11 @@ def test_the_console_has_no_launcher_warning_one_short_format_line_and_no_zero_c
     accounting = [line for line in out.splitlines() if re.match(r'GRAB_DEMO \[\w+\] ', line)]
     assert not [line for line in accounting if re.search(r'=0(\.0+)?(;|$)', line)], accounting
     assert out.count('answers to extract') == 1
+    # no empty per-run folder is left behind (ms-vlmeval makes one per run and writes nothing into it; an upstream
+    # checkout writes its status.json there)
+    model_dir = demo_run['score_file'].parent
+    run_dirs = [d for d in model_dir.parent.rglob('T2*') if d.is_dir()]
+    assert all(any(d.iterdir()) for d in run_dirs), run_dirs
 
 
 def test_model_saw_every_plot_with_the_official_prompt(demo_run):

@@ -119,6 +119,10 @@ def test_the_score_card_has_a_row_per_model_a_column_per_headline_and_every_anch
             assert 'full' in plot.get_attribute('class')
             assert page.evaluate('(img) => img.clientWidth === img.naturalWidth',
                                  plot.element_handle())
+        # the run configuration names each run's command, without this machine's paths
+        config = page.locator('#runs + table').inner_text()
+        assert 'python -m vlmeval_ext eval --data GRAB_DEMO --pred \'<report folder>/N/N_GRAB_DEMO.tsv\'' in config \
+            or 'python -m vlmeval_ext eval --data GRAB_DEMO --pred <report folder>/N/N_GRAB_DEMO.tsv' in config, config
         # the demos say their images are stand-ins
         assert 'generated stand-in images' in page.locator('p.banner.demo').inner_text()
         assert not errors, errors

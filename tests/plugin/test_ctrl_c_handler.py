@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from helpers.kit_run import REPO_ROOT
 
 # Runs in a process of its own: the handler is process-wide. The first finished call's result, when the kit
@@ -55,3 +57,45 @@ def test_ctrl_c_during_the_kits_progress_save_ends_its_loop_with_keyboard_interr
     assert 1 <= saved < 40                       # the save the Ctrl-C landed in completed; the rest never ran
     assert 'readable' in ended[0]
     assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+
+
+# The process ends early (a second Ctrl-C, or the grace period running out) while the kit is writing its progress
+# file: the end waits for the write, so the file is whole. Pickling the third object presses the key (or ends the
+# grace period) and stays 0.3 s inside the write.
+ENDING_SCRIPT = textwrap.dedent('''
+    import signal, sys, threading, time
+    from vlmeval.smp import dump
+    from vlmeval_ext import interrupt
+
+    class EndsTheProcess:
+        def __reduce__(self):
+            if sys.argv[2] == 'second-ctrl-c':
+                signal.raise_signal(signal.SIGINT)
+            else:
+                threading.Thread(target=interrupt._end_now).start()
+            time.sleep(0.3)
+            return (str, ('answer',))
+
+    with interrupt.handling_ctrl_c(lambda: 'interrupted: ended'):
+        interrupt.STOP.set('interrupted')            # as the first Ctrl-C leaves it
+        data = {i: 'x' * 1000 for i in range(2000)}
+        data[2] = EndsTheProcess()
+        dump(data, sys.argv[1])
+        print('WRITTEN', flush=True)
+        time.sleep(30)
+''')
+
+
+@pytest.mark.parametrize('ending', ['second-ctrl-c', 'grace-period'])
+def test_an_early_end_waits_for_the_kits_file_write_so_the_progress_file_is_whole(ending, tmp_path):
+    import pickle
+    script = tmp_path / 'end.py'
+    script.write_text(ENDING_SCRIPT)
+    save = tmp_path / 'progress.pkl'
+    proc = subprocess.run([sys.executable, str(script), str(save), ending], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert 'interrupted: ended' in proc.stderr
+    with open(save, 'rb') as f:
+        saved = pickle.load(f)
+    assert len(saved) == 2000 and saved[2] == 'answer' and saved[1999] == 'x' * 1000

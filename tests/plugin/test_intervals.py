@@ -92,6 +92,10 @@ def test_every_score_file_holds_intervals_around_its_scores(dataset, tmp_path, m
         assert score['ci95']['accuracy']['task']['Clocks'] is None
         lo, hi = score['ci95']['accuracy']['Overall']
         assert lo <= score['accuracy']['Overall'] <= hi and hi - lo > 30
+        # the naive baseline is a fixed rule: its interval cells say so ('-'), never a 'nan' in the printed table
+        naive = table[table.iloc[:, 0] == 'naive baseline'].iloc[0]
+        assert [naive[c] for c in table.columns if '95 % CI' in c] == ['-', '-']
+        assert 'nan' not in table.to_string()
     assert score['detectable_difference']['value'] > 0
 
     def walk(node):

@@ -30,3 +30,14 @@ def test_diff_names_the_changed_judge(tmp_path, capsys):
     assert diff_manifests_main([str(pa), str(pb)]) == 1
     assert 'judge model changed' in capsys.readouterr().out
     assert diff_manifests_main([str(pa), str(pa)]) == 0
+
+
+def test_the_run_record_holds_the_command_with_its_keys_masked(tmp_path, monkeypatch):
+    from vlmeval_ext.records.manifest import run_command
+    argv = ['/venv/bin/vlmeval-ext', 'eval', '--data', 'GRAB_DEMO', '--pred', 'my preds.tsv',
+            '--judge-args', '{"key": "abc123secretvalue", "judge_mode": "official"}']
+    command = run_command(argv)
+    assert command.startswith("vlmeval-ext eval --data GRAB_DEMO --pred 'my preds.tsv' --judge-args")
+    assert 'abc123secretvalue' not in command and '"judge_mode": "official"' in command
+    monkeypatch.setattr('sys.argv', ['run.py', '--data', 'GRAB', '--model', 'M'])
+    assert _manifest(tmp_path, 'gpt-4o-mini')['command'] == 'run.py --data GRAB --model M'

@@ -46,7 +46,7 @@ def _run(root: Path, code: str) -> str:
 
 def test_there_are_patches_and_each_has_its_reason():
     readme = (REPO_ROOT / 'upstream' / 'README.md').read_text()
-    assert len(PATCHES) == 5
+    assert len(PATCHES) == 6
     for patch in PATCHES:
         assert f'## {patch.name}' in readme
         assert patch.read_text().startswith('--- a/')
@@ -145,3 +145,26 @@ print(json.dumps({{'index': [int(i) for i in data['index']], 'prediction': list(
     assert out == {'index': [0, 1, 2, 3, 4], 'prediction': ['None', 'NA', '', 'null', '3']}
     source = (patched_kit / 'vlmeval' / 'inference.py').read_text()
     assert 'data = load_predictions_as_text(result_file)' in source and 'data = load(result_file)' not in source
+
+
+def test_the_progress_bars_name_what_they_count(patched_kit):
+    """The patched `track_progress_rich` labels its bar with the caller's `desc`; the API inference loop passes
+    one; and each judge loop of our datasets passes one (today's kit drops it)."""
+    import ast
+    code = '''
+import contextlib, io
+from vlmeval.utils.mp_util import track_progress_rich
+err = io.StringIO()
+with contextlib.redirect_stderr(err):
+    track_progress_rich(str, [1, 2, 3], nproc=1, desc='Judge J on M_GRAB (answers)')
+print(repr(err.getvalue().strip().splitlines()[-1].split('\\r')[-1]))
+'''
+    bar = _run(patched_kit, code)
+    assert 'Judge J on M_GRAB (answers)' in bar and '3/3' in bar
+    assert "desc=f'Infer {model_name}/{dataset_name} (API calls)'" in (
+        patched_kit / 'vlmeval' / 'inference.py').read_text()
+    for name in ('grab.py', 'rbench_full.py'):
+        tree = ast.parse((REPO_ROOT / 'vlmeval_ext' / 'dataset' / name).read_text())
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and getattr(n.func, 'id', None) == 'track_progress_rich']
+        assert calls and all(any(k.arg == 'desc' for k in c.keywords) for c in calls), name

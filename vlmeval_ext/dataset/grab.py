@@ -182,11 +182,13 @@ class GRAB(ImageBaseDataset):
             if done.get(key, {}).get('extracted') is None:
                 tasks[key] = (judge, row['question'], row['prediction'])
         if tasks:
+            stem = osp.splitext(osp.basename(eval_file))[0]
             print(f'{self.dataset_name}: {len(tasks)} answers to extract (one judge call each, up '
                   f'to 3 for an unreadable reply), {len(keys) - len(tasks)} extracted in '
                   f'{osp.basename(tmp)}; the bar counts answers', flush=True)
             results = track_progress_rich(extract_answer, list(tasks.values()), nproc=nproc,
-                                          save=tmp, keys=list(tasks))
+                                          save=tmp, keys=list(tasks),
+                                          desc=f'Judge {judge_name} on {stem} (answers)')
             done.update(zip(tasks, results))
         failed = []
         for row in rows:

@@ -201,8 +201,10 @@ class RBenchFull(ImageBaseDataset):
                   f'({upto}{calls} judge calls, {mode} mode; {len(demands) - len(todo)} judged in '
                   f'{osp.basename(tmp)}); the bar counts prompts',
                   flush=True)
+            stem = osp.splitext(osp.basename(eval_file))[0]
             results = track_progress_rich(ask, [(judge, p, *demands[p][:2]) for p in todo],
-                                          nproc=nproc, save=tmp, keys=[key[p] for p in todo])
+                                          nproc=nproc, save=tmp, keys=[key[p] for p in todo],
+                                          desc=f'Judge {name} on {stem} (prompts)')
             done.update((key[p], result) for p, result in zip(todo, results))
         answers = {p: done[key[p]] for p in demands}
         by_key = {p.key: p for p in plans}

@@ -55,8 +55,12 @@ class Report:
 
     def with_intervals(self, table, score: Mapping):
         """The returned table with the 95 % interval of each row's first value (its headline) right after it, as
-        two numeric columns (`... 95 % CI low` / `high`, empty where a cell has too few items): numbers, so the
-        kit's run summary still takes the headline as the row's first value and no text joins its labels."""
+        two columns (`... 95 % CI low` / `high`): numbers, so the kit's run summary still takes the headline as the
+        row's first value; `n<2` where a cell has too few items, `-` where the row has no interval (a fixed rule,
+        such as a naive baseline, has no sampling interval)."""
+        import pandas as pd
+
+        from vlmeval_ext.records.intervals import text
         rows = self.interval_rows(score)
         if table is None or not rows or len(table) != len(rows):
             return table
@@ -66,8 +70,8 @@ class Report:
         name = column.split(' (')[0]
         table = table.copy()
         for k, side in enumerate(('low', 'high')):
-            values = [round(float(r[k]), digits) if isinstance(r, (list, tuple)) else None for r in rows]
-            table.insert(2 + k, f'{name} 95 % CI {side} {unit}'.strip(), values)
+            values = [round(float(r[k]), digits) if isinstance(r, (list, tuple)) else text(r) for r in rows]
+            table.insert(2 + k, f'{name} 95 % CI {side} {unit}'.strip(), pd.Series(values, index=table.index, dtype=object))
         return table
 
     def interval_rows(self, score: Mapping) -> list:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from importlib import metadata
 import re
+import shlex
 from pathlib import Path
 
 from vlmeval_ext.io import file_md5, stem_path, write_json
@@ -101,6 +102,19 @@ def _model_info(eval_file: str, model_name: str | None = None) -> dict:
     return info
 
 
+def run_command(argv: list[str] | None = None) -> str:
+    """The command that ran this evaluation, as a shell would take it back (`run.py --data GRAB --model M`), its
+    program by base name, every key-shaped value masked (`--judge-args '{"key": "***"}'`)."""
+    argv = list(sys.argv if argv is None else argv)
+    if not argv:
+        return ''
+    program = os.path.basename(argv[0]) or argv[0]
+    if program == '__main__.py':                     # python -m <package>
+        program = f'python -m {os.path.basename(os.path.dirname(os.path.abspath(argv[0])))}'
+        return redact(' '.join([program, shlex.join(map(str, argv[1:]))]).strip())
+    return redact(shlex.join([program, *map(str, argv[1:])]))
+
+
 def typed_model_name(manifest: dict | None, folder_name: str) -> str:
     """The model name as the user typed it ('Qwen/Qwen2-VL-7B'), from the run record (the name the run sent to its
     server), else the kit's folder name ('Qwen--Qwen2-VL-7B'), which only file names need."""
@@ -162,6 +176,7 @@ def build_manifest(dataset_name: str, eval_file: str, judge_kwargs: dict, extra:
         'plugin': {'name': 'vlmeval-ext', 'version': __version__, **_git_state()},
         'kit': _kit_distribution(),
         'python': sys.version.split()[0],
+        'command': run_command(),
         'dataset': {'name': dataset_name, 'tsv_md5': file_md5(tsv) if tsv and os.path.exists(tsv) else None,
                     'n_items': n_items},
         'model': {**_model_info(eval_file, model_name), **(model_info or {})},

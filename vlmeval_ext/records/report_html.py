@@ -19,6 +19,7 @@ import io
 import json
 import math
 import os
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -366,7 +367,8 @@ def _plots_of(score_file: Path, other_stems: set[str]) -> list[Path]:
                   if p.is_file() and stays_inside(p) and not any(p.name.startswith(o + '_') for o in longer))
 
 
-def run_overview(score_file: Path, score: dict, dataset: str, model: str, tag: str, other_stems: set[str]) -> dict:
+def run_overview(score_file: Path, score: dict, dataset: str, model: str, tag: str, other_stems: set[str],
+                 page_dir: Path | None = None) -> dict:
     from vlmeval_ext.records.manifest import manifest_beside
     from vlmeval_ext.records.summary import benchmark_of as summary_benchmark
     found = summary_benchmark(dataset)
@@ -389,7 +391,7 @@ def run_overview(score_file: Path, score: dict, dataset: str, model: str, tag: s
             'accounting': {'items': counts.get('items', score.get('n_items')), 'empty': counts.get('empty'),
                            'inference failures': counts.get('inference_failures', score.get('inference_failed')),
                            'missing from the predictions': coverage.get('missing_items')},
-            'config': _run_config(manifest, judge_text),
+            'config': _run_config(manifest, judge_text, page_dir),
             'plots': [{'name': p.name, 'src': _data_uri_png(p)} for p in plots if p.stat().st_size < 2_000_000]}
 
 
@@ -417,7 +419,28 @@ def _headlines(record, score: dict, dataset_label: str) -> list[dict]:
     return out
 
 
-def _run_config(manifest: dict, judge_text: str) -> dict:
+def page_command(command, page_dir: Path | None) -> str | None:
+    """A recorded command for the page, without this machine's paths: an absolute path inside the page's folder
+    as `<report folder>/...`, any other absolute path as `.../<its name>`."""
+    if not isinstance(command, str) or not command:
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    root = Path(page_dir).resolve() if page_dir else None
+
+    def shown(word: str) -> str:
+        if not os.path.isabs(word):
+            return word
+        path = Path(word)
+        if root is not None and (path == root or root in path.parents):
+            return '<report folder>/' + path.relative_to(root).as_posix()
+        return '.../' + path.name
+    return shlex.join(shown(w) for w in words)
+
+
+def _run_config(manifest: dict, judge_text: str, page_dir: Path | None = None) -> dict:
     """What the run record says the scores depend on, for the page (never a key: the record holds none)."""
     model = manifest.get('model') or {}
     kit = manifest.get('kit') or {}
@@ -427,7 +450,8 @@ def _run_config(manifest: dict, judge_text: str) -> dict:
             else None,
             'judge': judge_text, 'kit': ' '.join(str(v) for v in (kit.get('distribution'), kit.get('version')) if v),
             'vlmeval-ext': plugin.get('version'), 'python': manifest.get('python'),
-            'dataset md5': dataset.get('tsv_md5'), 'recorded': manifest.get('created_at')}
+            'dataset md5': dataset.get('tsv_md5'), 'recorded': manifest.get('created_at'),
+            'command': page_command(manifest.get('command'), page_dir)}
 
 
 def score_card(overview: list[dict]) -> dict:
@@ -531,7 +555,7 @@ def build(work_dir: Path, page_dir: Path | None = None) -> str:
             continue
         score = json.loads(path.read_text(encoding='utf-8'))
         model = typed_model_name(manifest_beside(path), model_of(path) or path.name.split(f'_{dataset}')[0])
-        overview.append(run_overview(path, score, dataset, model, tag, stems))
+        overview.append(run_overview(path, score, dataset, model, tag, stems, page_dir or work_dir))
         pred = _predictions_of(path, tag)
         if pred is None:
             continue
