@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import os.path as osp
+import pickle
 import shutil
 import sys
 import time
@@ -227,6 +228,7 @@ class PluginDataset(LoadingChecks):
     _judges: list = []
     _eval_file: str | None = None
     _judge_options: dict = {}
+    _handed: dict = {}                      # the judge arguments handed to the kit dialect's evaluate
 
     @classmethod
     def record(cls):
@@ -248,7 +250,33 @@ class PluginDataset(LoadingChecks):
                             retry_rejected=options.get('judge_retry_rejected', False))
         preflight(judge)
         self._judges = [*self._judges, judge]
+        self.say_judge_plan(judge, name)
         return judge
+
+    # -- what judging is about to ask, said before it starts
+    def judge_requests(self, eval_file: str, judge, name: str):
+        """(the (prompt, calls) of each prompt the evaluation of `eval_file` is about to ask the judge, its item
+        count, whether the calls are an upper bound); None where the benchmark does not plan its calls ahead."""
+        return None
+
+    def say_judge_plan(self, judge, name: str) -> None:
+        """One line before judging: the judge calls to make, how many of them the verdict cache answers, the items."""
+        try:
+            planned = self.judge_requests(self._eval_file, judge, name) if self._eval_file else None
+        except (ValueError, KeyError):
+            planned = None                       # bad input: the evaluation itself says where, in one line
+        if not planned or not planned[0]:
+            return
+        requests, items, upper = planned
+        calls = sum(n for _, n in requests)
+        upto = 'up to ' if upper else ''
+        if judge.store is None:
+            reused = 'the verdict cache is off (every call is made)'
+        else:
+            found = sum(judge.store.get(judge.key(prompt, slot)) is not None
+                        for prompt, n in requests for slot in range(1, n + 1))
+            reused = f'{upto}{found} verdicts reused from the cache'
+        print(f'{self.dataset_name}: {upto}{calls} judge calls to make, {reused}, {items} items', flush=True)
 
     def judge_arguments(self, judge_kwargs: dict, notes: list) -> dict:
         """The judge arguments the kit dialect's evaluate gets (a benchmark may drop a judge it cannot use)."""
@@ -290,7 +318,8 @@ class PluginDataset(LoadingChecks):
         tag = self.result_tag(judge_kwargs)
         score_path = stem_path(eval_file, f'{tag}_score.json')
         finished = _finished_result(eval_file, score_path)
-        table = super().evaluate(eval_file, **self.judge_arguments(dict(judge_kwargs), notes))
+        self._handed = self.judge_arguments(dict(judge_kwargs), notes)
+        table = super().evaluate(eval_file, **self._handed)
         problems = [line for line in (j.outcome() for j in self._judges) if line]
         if problems:
             lacking = kept = ''
@@ -362,6 +391,19 @@ class PluginDataset(LoadingChecks):
 RESULT_SUFFIXES = ('.json', '.csv', '.tsv', '.xlsx', '.png', '.md')
 
 
+def _progress(path: str) -> dict | None:
+    """A kit dialect's judge progress file, read only ({} when absent, None when unreadable: the evaluation then
+    moves it aside and says so)."""
+    try:
+        with open(path, 'rb') as f:
+            data = pickle.load(f)
+    except FileNotFoundError:
+        return {}
+    except Exception:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _finished_result(eval_file: str, score_path: str) -> dict:
     """When an earlier evaluation finished (`score_path` holds a score): the bytes of every result file it wrote
     beside the predictions (`<stem>_*`: score, per-item tables, plots; not the progress and verdict logs, not the
@@ -403,6 +445,21 @@ class GRAB(PluginDataset, grab.GRAB):
                          'no offline approximation); official and normalized need no judge')
         return judge_kwargs
 
+    def judge_requests(self, eval_file, judge, name):
+        from vlmeval.smp import get_intermediate_file_path
+
+        from vlmeval_ext.dataset.utils import grab as rules
+        done = _progress(get_intermediate_file_path(eval_file, '_grab_extraction', 'pkl'))
+        if done is None:
+            return None
+        rows = [{'index': item['index'], 'question': item['question'], 'prediction': item['prediction'],
+                 'answer': rules.answer_text(item['answer'], item['question']),
+                 'failed': True if rules.is_infer_fail(item['prediction']) else None}
+                for item in rules.read_text_table(eval_file).to_dict('records')]
+        mode = self._handed.get('judge_mode', 'official')
+        _, todo = rules.extraction_requests(rows, done, rules.judge_id(name, judge), mode)
+        return [(rules.extraction_prompt(q, p), 1) for q, p in todo.values()], len(rows), False
+
 
 class RBenchFull(PluginDataset, rbench_full.RBenchFull):
     record_key = 'R-Bench-Full'
@@ -416,7 +473,27 @@ class RBenchFull(PluginDataset, rbench_full.RBenchFull):
         if judge_kwargs.get('model') in OFFLINE_JUDGES:
             from vlmeval_ext.offline_judge import OFFLINE_LABEL
             notes.append(f"judge {judge_kwargs['model']}: {OFFLINE_LABEL}; every table says so")
+        elif judge_kwargs.get('judge_mode') == 'efficient' and judge_kwargs.get('caption_seed') is None:
+            # drawn here, not in the kit dialect, so the calls can be counted before judging: the seed a started
+            # progress file holds (a resumed run keeps its draws), else a fresh random one
+            saved = (_progress(self._progress_file()) or {}).get('caption_seed')
+            judge_kwargs['caption_seed'] = int(saved) if saved is not None else int.from_bytes(os.urandom(4), 'big')
         return judge_kwargs
+
+    def _progress_file(self) -> str:
+        from vlmeval.smp import get_intermediate_file_path
+        return get_intermediate_file_path(self._eval_file, '_rbench_judge', 'pkl')
+
+    def judge_requests(self, eval_file, judge, name):
+        from vlmeval_ext.dataset.utils import rbench_full as rules
+        done = _progress(self._progress_file())
+        if done is None:
+            return None
+        mode = self._handed.get('judge_mode', 'official')
+        items = rules.pair_rows(rules.read_text_table(eval_file), eval_file)[0]
+        _, demands, _, todo = rules.judge_requests(items, mode, self._handed.get('caption_seed'), done,
+                                                   rules.judge_id(name, judge), eval_file)
+        return [(p, rules.calls_of(demands, p)) for p in todo], len(items), mode == 'efficient'
 
     def result_tag(self, judge_kwargs):
         return '_efficient' if judge_kwargs.get('judge_mode') == 'efficient' else ''

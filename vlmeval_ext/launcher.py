@@ -934,6 +934,9 @@ def _run(argv: list[str]) -> int:
     if args.mode != 'eval':
         for name, build in api_model_builders(plan).items():
             model_preflight(name, build, plan.served.get(name))
+            typed = (plan.served.get(name) or {}).get('served_name') or name
+            say(f'{typed} is an API model: the kit shows one progress bar per dataset while it answers '
+                f'({", ".join(plan.datasets)}, in this order); each bar counts its answers')
     judge_preflight(args, judge_kwargs, plan.datasets)
     if args.judge and options.get('cache', True) and any(_ours(n) for n in plan.datasets):
         from vlmeval_ext.judging import shared_store

@@ -5,7 +5,6 @@ number, an interval or an equation). Three scorings, all reported: `official` (t
 exact-match rule, the headline), `normalized` (the value read from the reply) and, with --judge,
 `llm_extracted` (the README's extraction prompt, then an exact comparison).
 """
-import hashlib
 import os
 import os.path as osp
 import pickle
@@ -20,9 +19,9 @@ from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file
 from vlmeval.utils import track_progress_rich
 
 from .utils.grab import (FAIL_MSG, NO_ANSWER, acc_table, answer_text, extraction_prompt,
-                         is_infer_fail, judge_id, parse_extraction_reply, question_prompt,
-                         read_text_table, result_table, score_response, settled_without_judge,
-                         summarize)
+                         extraction_requests, is_infer_fail, judge_id, parse_extraction_reply,
+                         question_prompt, read_text_table, result_table, score_response,
+                         settled_without_judge, summarize)
 
 logger = get_logger(__name__)
 
@@ -168,19 +167,13 @@ class GRAB(ImageBaseDataset):
         who = judge_id(judge_name, judge)
         tmp = get_intermediate_file_path(eval_file, '_grab_extraction', 'pkl')
         done = load_progress(tmp)
-        keys, tasks = {}, {}
         for row in rows:
             row['llm_extracted'] = None
-            if row['failed'] is not None:
-                continue
-            if mode == 'efficient' and settled_without_judge(row['prediction'], row['answer']):
+            if row['failed'] is None and mode == 'efficient' and settled_without_judge(
+                    row['prediction'], row['answer']):
                 row.update(llm_extracted=1, judge_failed=None, extracted=row['answer'])
-                continue
-            prompt = extraction_prompt(row['question'], row['prediction'])
-            key = f"{who}|{hashlib.sha1(prompt.encode()).hexdigest()}"
-            keys[row['index']] = key
-            if done.get(key, {}).get('extracted') is None:
-                tasks[key] = (judge, row['question'], row['prediction'])
+        keys, todo = extraction_requests(rows, done, who, mode)
+        tasks = {key: (judge, *asked) for key, asked in todo.items()}
         if tasks:
             stem = osp.splitext(osp.basename(eval_file))[0]
             print(f'{self.dataset_name}: {len(tasks)} answers to extract (one judge call each, up '

@@ -14,7 +14,6 @@ recorded in the score file). Over the judge's noise and the draw its expected sc
 official mode's in every cell, at 0.333 of the calls. Efficient results are written as
 <stem>_efficient_*, beside the official ones.
 """
-import hashlib
 import os
 import os.path as osp
 import pickle
@@ -28,9 +27,9 @@ from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file
                          load, md5)
 from vlmeval.utils import track_progress_rich
 
-from .utils.rbench_full import (DEFAULT_JUDGE, KINDS, ask, assign, combine, is_infer_fail,
-                                judge_id, model_prompt, pair_rows, plan_score, prompt_demands,
-                                rbench_table, read_text_table, result_table, scorable)
+from .utils.rbench_full import (DEFAULT_JUDGE, KINDS, ask, assign, calls_of, combine,
+                                is_infer_fail, judge_id, judge_requests, model_prompt, pair_rows,
+                                rbench_table, read_text_table, result_table)
 
 logger = get_logger(__name__)
 
@@ -177,25 +176,10 @@ class RBenchFull(ImageBaseDataset):
         done = load_progress(tmp)
         if mode == 'efficient':
             seed = caption_seed(seed, done, tmp)
-        plans = []
-        for item in items:
-            for kind in scorable(item):
-                try:
-                    plans.append(plan_score(item, kind, mode, seed))
-                except ValueError as err:
-                    row = min(item['rows'].values())
-                    raise ValueError(f"{eval_file}: row {row}, column 'answer': {err}") from None
-        demands = prompt_demands(plans, mode)
-        who = judge_id(name, judge)
-        key = {p: f'{who}|{mode}|{hashlib.sha256(p.encode()).hexdigest()}' for p in demands}
-
-        def settled(p):
-            got = done.get(key[p])
-            return got is not None and got['failed'] is None and len(got['verdicts']) == len(
-                demands[p][1]) and not any(n(v) for n, v in zip(demands[p][1], got['verdicts']))
-        todo = [p for p in demands if not settled(p)]
+        plans, demands, key, todo = judge_requests(items, mode, seed, done, judge_id(name, judge),
+                                                   eval_file)
         if todo:
-            calls = sum(s.repeats for p in todo for s, _ in demands[p][2])
+            calls = sum(calls_of(demands, p) for p in todo)
             upto = 'up to ' if mode == 'efficient' else ''
             print(f'{self.dataset_name}: {len(todo)} of {len(demands)} distinct prompts to judge '
                   f'({upto}{calls} judge calls, {mode} mode; {len(demands) - len(todo)} judged in '

@@ -371,6 +371,23 @@ def settled_without_judge(prediction, answer):
     return 1 if prediction.strip() == answer else None
 
 
+def extraction_requests(rows, done, who, mode):
+    """({row index: progress key} of the rows llm_extracted asks the judge about, {key: (question,
+    prediction)} of those whose extraction the progress file `done` lacks). Inference failures are
+    not asked, nor (efficient mode) replies that are exactly the answer."""
+    keys, todo = {}, {}
+    for row in rows:
+        if row['failed'] is not None or (
+                mode == 'efficient' and settled_without_judge(row['prediction'], row['answer'])):
+            continue
+        prompt = extraction_prompt(row['question'], row['prediction'])
+        key = f"{who}|{hashlib.sha1(prompt.encode()).hexdigest()}"
+        keys[row['index']] = key
+        if done.get(key, {}).get('extracted') is None:
+            todo[key] = (row['question'], row['prediction'])
+    return keys, todo
+
+
 # ---------------------------------------------------------------------------------- aggregation
 def _pct(hits):
     return round(100.0 * sum(hits) / len(hits), 4) if hits else None

@@ -315,6 +315,34 @@ def prompt_demands(scores, mode):
             for p, u in users.items()}
 
 
+def judge_requests(items, mode, seed, done, who, path):
+    """What judging these items asks: (plans, demands, key, todo). `key[prompt]` names its result
+    in the progress file `done` (by judge `who` and mode); `todo` lists the prompts whose result
+    there is missing, failed or short of verdicts. A bad reference answer is a ValueError naming
+    the row of `path`."""
+    plans = []
+    for item in items:
+        for kind in scorable(item):
+            try:
+                plans.append(plan_score(item, kind, mode, seed))
+            except ValueError as err:
+                row = min(item['rows'].values())
+                raise ValueError(f"{path}: row {row}, column 'answer': {err}") from None
+    demands = prompt_demands(plans, mode)
+    key = {p: f'{who}|{mode}|{hashlib.sha256(p.encode()).hexdigest()}' for p in demands}
+
+    def settled(p):
+        got = done.get(key[p])
+        return got is not None and got['failed'] is None and len(got['verdicts']) == len(
+            demands[p][1]) and not any(n(v) for n, v in zip(demands[p][1], got['verdicts']))
+    return plans, demands, key, [p for p in demands if not settled(p)]
+
+
+def calls_of(demands, prompt):
+    """The judge calls one prompt takes (official mode; efficient mode asks up to this many)."""
+    return sum(score.repeats for score, _ in demands[prompt][2])
+
+
 def assign(demands, answers):
     """{score key: list of verdicts per prompt}, or the failure text of a failed prompt."""
     out = {}
