@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -151,5 +152,15 @@ def test_a_model_name_typed_with_its_slash_finds_the_kits_safe_folder_and_is_sho
     assert summary_main([str(tmp_path)]) == 0
     table = capsys.readouterr().out
     assert '| Qwen/Tiny-VL / GRAB_DEMO |' in table and 'Qwen--Tiny-VL /' not in table
+    # the leaderboard and the report name it as typed too
+    from vlmeval_ext.records.leaderboard import leaderboard_main
+    assert leaderboard_main(['--data', 'GRAB_DEMO', '--work-dir', str(tmp_path), '--no-plot']) == 0
+    board = capsys.readouterr().out
+    assert 'Qwen/Tiny-VL' in board and 'Qwen--Tiny-VL' not in board.split('run(s) of GRAB_DEMO')[0]
+    from vlmeval_ext.records.report_html import build
+    page = build(tmp_path)
+    assert 'Qwen/Tiny-VL' in page
+    assert re.findall(r'Qwen--Tiny-VL(.{10})', page) and all(                     # file names only
+        after.startswith('_GRAB_DEMO') for after in re.findall(r'Qwen--Tiny-VL(.{10})', page))
     code, out = run_compare(tmp_path / 'Qwen' / 'Other', b.parent, 'GRAB_DEMO', tmp_path, capsys)
     assert code == 2 and f'{tmp_path / "Qwen" / "Other"}: neither a predictions file nor a work dir' in out.err
