@@ -19,7 +19,6 @@ import re
 
 ANSWER, EMPTY, FAILED = 'answer', 'empty', 'failed'
 
-KIT_API_FAIL_MSG = 'Failed to obtain answer via API.'
 _KIT_FAILURE = re.compile(
     r'Failed to obtain answer via API\.(?:: Failed with all possible conversation turns\.)?'
     r"|Failed to obtain answer: <class '[\w.]+'>(?: .*)?",

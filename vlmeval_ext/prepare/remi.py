@@ -188,9 +188,6 @@ def write_tsv(frame: pd.DataFrame, out_path: str | os.PathLike) -> Path:
     return Path(write_kit_tsv(frame, out_path))
 
 
-EXPECTED_ITEMS = 2600
-
-
 def prepare(name: str, source_dir=None, allow_subset: bool = False) -> str:
     """`vlmeval-ext prepare ReMI [--from DIR]`: the official test split as the kit TSV (the three input modes read
     it). An item that cannot be asked as released stops it with one line; with --allow-subset it is left out and
@@ -198,7 +195,7 @@ def prepare(name: str, source_dir=None, allow_subset: bool = False) -> str:
     import sys
 
     from vlmeval_ext.io import tsv_path
-    from vlmeval_ext.prepare.common import check_item_count
+    from vlmeval_ext.prepare.common import EXPECTED_ITEMS, check_item_count
     split = name.replace('_labelled', '').replace('_composite', '')
     if split != 'ReMI':
         raise DataError(f'{name} ships with the package; prepare builds ReMI from the official parquet')
@@ -210,5 +207,5 @@ def prepare(name: str, source_dir=None, allow_subset: bool = False) -> str:
     frame = convert_files(files, left_out=left_out)
     for line in left_out or []:
         print(f'[vlmeval-ext] WARNING: {line}; left out (--allow-subset)', file=sys.stderr)
-    check_item_count('ReMI', ', '.join(map(str, files)), len(frame), EXPECTED_ITEMS, allow_subset)
+    check_item_count('ReMI', ', '.join(map(str, files)), len(frame), EXPECTED_ITEMS['ReMI'], allow_subset)
     return str(write_tsv(frame, tsv_path(split)))

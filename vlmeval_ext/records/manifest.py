@@ -51,10 +51,6 @@ def _git_state() -> dict:
     return {'git_revision': revision, 'git_dirty': None if status is None else bool(status)}
 
 
-def _git_revision() -> str | None:
-    return _git_state()['git_revision']
-
-
 def _kit_distribution() -> dict:
     for dist in ('ms-vlmeval', 'vlmeval'):
         try:

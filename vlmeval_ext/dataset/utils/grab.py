@@ -37,9 +37,11 @@ CATEGORIES = ('Measures of Spread', 'Extrema', 'Range', 'Intercepts and Gradient
               'Functions')
 # The kit's API wrappers answer this when a call fails: no answer, never scored.
 FAIL_MSG = 'Failed to obtain answer via API.'
+# The kit's failure values: its API wrappers' fail_msg (and the all-turns-failed form), and
+# inference's SKIP_ERR text f'Failed to obtain answer: {type(err)} {err}'.
 _KIT_FAILURE = re.compile(r"Failed to obtain answer via API\.(?:: Failed with all possible "
-                          r"conversation turns\.)?|Failed to obtain answer: <class '[\w.]+'>.*",
-                          re.DOTALL)
+                          r"conversation turns\.)?"
+                          r"|Failed to obtain answer: <class '[\w.]+'>(?: .*)?", re.DOTALL)
 
 
 def fill(template, **values):

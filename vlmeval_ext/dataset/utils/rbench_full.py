@@ -112,9 +112,11 @@ DEFAULT_JUDGE = 'chatgpt-0125'  # the paper's judge, GPT-3.5-turbo
 REPEATS, REASK = 5, 2
 SCALE = {'MCQ': (0, 1), 'VQA': (0, 1, 2), 'CAP': (0, 1, 2)}
 FAIL_MSG = 'Failed to obtain answer via API.'
+# The kit's failure values: its API wrappers' fail_msg (and the all-turns-failed form), and
+# inference's SKIP_ERR text f'Failed to obtain answer: {type(err)} {err}'.
 _KIT_FAILURE = re.compile(r"Failed to obtain answer via API\.(?:: Failed with all possible "
-                          r"conversation turns\.)?|Failed to obtain answer: <class '[\w.]+'>.*",
-                          re.DOTALL)
+                          r"conversation turns\.)?"
+                          r"|Failed to obtain answer: <class '[\w.]+'>(?: .*)?", re.DOTALL)
 # "Score: 2", "**Score:** 1", "score=0", "Score: [2]", "Score：1", "Score: 2.0". Each run of
 # separators is taken whole, as a possessive quantifier would (`(?=(X))\1` is the atomic-group form
 # every Python 3 has): linear time on a hostile reply, and the same matches.

@@ -55,9 +55,11 @@ NO_JSON, NOT_OBJECT, NO_ANSWER_FIELD, EMPTY_ANSWER = 'no_json', 'not_object', 'n
     'empty_answer'
 TOO_DEEP, INFERENCE_FAILURE = 'too_deep', 'inference_failure'
 FAIL_MSG = 'Failed to obtain answer via API.'
+# The kit's failure values: its API wrappers' fail_msg (and the all-turns-failed form), and
+# inference's SKIP_ERR text f'Failed to obtain answer: {type(err)} {err}'.
 _KIT_FAILURE = re.compile(r"Failed to obtain answer via API\.(?:: Failed with all possible "
-                          r"conversation turns\.)?|Failed to obtain answer: <class '[\w.]+'>.*",
-                          re.DOTALL)
+                          r"conversation turns\.)?"
+                          r"|Failed to obtain answer: <class '[\w.]+'>(?: .*)?", re.DOTALL)
 _ZERO_WIDTH = dict.fromkeys(map(ord, '\u200b\u200c\u200d\u2060\ufeff'), None)
 
 

@@ -18,9 +18,11 @@ QUESTION = 'Which caption describes this image exactly?'
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 ATTACKS = ('same_concept', 'diff_concept', 'rand_voca', 'danger')
 FAIL_MSG = 'Failed to obtain answer via API.'
+# The kit's failure values: its API wrappers' fail_msg (and the all-turns-failed form), and
+# inference's SKIP_ERR text f'Failed to obtain answer: {type(err)} {err}'.
 _KIT_FAILURE = re.compile(r"Failed to obtain answer via API\.(?:: Failed with all possible "
-                          r"conversation turns\.)?|Failed to obtain answer: <class '[\w.]+'>.*",
-                          re.DOTALL)
+                          r"conversation turns\.)?"
+                          r"|Failed to obtain answer: <class '[\w.]+'>(?: .*)?", re.DOTALL)
 _ZERO_WIDTH = dict.fromkeys(map(ord, '\u200b\u200c\u200d\u2060\ufeff'), None)
 # A capital letter standing alone ("B", "(B)", "B.", "**B**", "option B"), not inside a word. 'A'
 # before a lower-case word is the article ("A man riding ..."), unless that word says it is an
