@@ -90,11 +90,28 @@ def test_the_kits_run_summary_reports_the_headline_with_its_unit(tmp_path, monke
     alternative scoring that happens to sort first."""
     from vlmeval.smp.status_report import flatten_summary_metrics
     monkeypatch.setenv('LMUData', str(tmp_path))
-    expected = {'GRAB_DEMO': 'GRAB scoring=official|Overall (%)', 'ReMI_DEMO': '=official|Overall (%)',
-                'R-Bench-Full_DEMO': 'R-Bench=absolute|Overall (0-1)'}
-    for dataset, (extra, _, _) in CASES.items():
+    import json
+    expected = {'GRAB_DEMO': ('official Overall (%)', ('official', 'Overall')),
+                'ReMI_DEMO': ('official Overall (%)', ('accuracy', 'Overall')),
+                'R-Bench-Full_DEMO': ('absolute robustness Overall (0-1)', ('absolute', 'Overall')),
+                'RoCOCO-MCQ-same_concept_DEMO': ('accuracy (%)', ('accuracy',))}
+    for dataset, (name, path) in expected.items():
         pred = _predictions(tmp_path, dataset)
         evaluator = plugin_class(dataset).for_predictions(dataset, pred)
-        table = evaluator.evaluate(pred, **({'model': 'offline'} if extra else {}))
-        primary = evaluator.report_primary_metric(flatten_summary_metrics(table))
-        assert len(primary) == 1 and next(iter(primary)).endswith(expected[dataset]), (dataset, primary)
+        table = evaluator.evaluate(pred, **({'model': 'offline'} if dataset.startswith('R-Bench') else {}))
+        score = json.loads(open(pred.replace('.tsv', '_score.json')).read())
+        for key in path:
+            score = score[key]
+        metrics = flatten_summary_metrics(table)
+        assert evaluator.report_primary_metric(metrics) == {name: pytest.approx(score, abs=0.051)}, dataset
+        # named, not taken by place: the same metrics in another order give the same headline
+        assert evaluator.report_primary_metric(dict(reversed(list(metrics.items())))) == \
+            evaluator.report_primary_metric(metrics)
+
+
+def test_retrieval_names_r_at_1_of_this_run_or_of_the_seeds_mean():
+    from vlmeval_ext.dataset.rococo_retrieval import RoCOCORetrieval
+    single = {'RoCOCO-I2T-clean=this run|R@5 (%)': 80.0, 'RoCOCO-I2T-clean=this run|R@1 (%)': 41.5}
+    assert RoCOCORetrieval.report_primary_metric(single) == {'R@1 (%)': 41.5}
+    mixed = {'RoCOCO-T2I-mix=1|R@1 (%)': 30.0, 'RoCOCO-T2I-mix=mean|R@1 (%)': 31.0}
+    assert RoCOCORetrieval.report_primary_metric(mixed) == {'R@1 (%)': 31.0}

@@ -83,10 +83,11 @@ class ReMI(ImageBaseDataset):
 
     @classmethod
     def report_primary_metric(cls, metrics):
-        """The headline for the kit's run summary: the first value evaluate returns."""
+        """The headline for the kit's run summary: the official Overall accuracy, by name (in the
+        wide table `...=official|Overall (%)`, in the tall one `...=official: Overall (%)|value`)."""
         for key, value in (metrics or {}).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
-                return {str(key): value}
+            if str(key).endswith(('=official|Overall (%)', '=official: Overall (%)|value')):
+                return {'official Overall (%)': value}
         return {}
 
     @classmethod
