@@ -36,7 +36,7 @@ from vlmeval_ext.errors import ExtError
 from vlmeval_ext.io import (CutReplies, DataError, file_md5, keep_uncut_replies, lmu_data_root, load_predictions,
                             read_md5_sidecar, safe_name, stem_path, write_json)
 from vlmeval_ext.judging import (NO_JUDGE, OFFLINE_JUDGES, PLUGIN_OPTIONS, PROTOCOL_OPTIONS, CachedJudge,
-                                 JudgeOptionError, build_kit_judge, check_judge_options, preflight, shared_store)
+                                 JudgeOptionError, build_kit_judge, check_judge_options, shared_store)
 from vlmeval_ext.locks import evaluation_lock
 from vlmeval_ext.loading import (KIT_REFERENCE_MAX, BadImageCell, default_suffix, images_from_tsv,
                                  kit_ready_table, safe_join, write_image_cell)
@@ -248,7 +248,7 @@ class PluginDataset(LoadingChecks):
                             unstored_path=f'{stem}_unstored_verdicts.jsonl' if stem else None,
                             retries=options.get('judge_retries', 3), backoff=options.get('judge_backoff', 0.5),
                             retry_rejected=options.get('judge_retry_rejected', False))
-        preflight(judge)
+        judge.preflight()
         self._judges = [*self._judges, judge]
         self.say_judge_plan(judge, name)
         return judge

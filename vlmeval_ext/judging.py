@@ -485,6 +485,33 @@ class CachedJudge:
         with self._lock:
             self.stats[name] += 1
 
+    # -- the check before an evaluation
+    def preflight(self) -> None:
+        """One tiny call before a long evaluation (once per judge, endpoint and parameters in a process): a dead
+        judge stops the run at once. The call goes exactly where the evaluation's calls will go."""
+        identity = (self.name, self.endpoint, self.params_sha)
+        if identity in _CHECKED:
+            return
+        retries, self.retries = self.retries, min(self.retries, 2)
+        try:
+            reply = self._call(PROBE_PROMPT)
+        finally:
+            self.retries = retries
+            self._consecutive, self.stopped = 0, None
+            self.stats['failed'] = 0
+        if reply is None or isinstance(reply, Rejected):
+            where = self.endpoint or 'its endpoint'
+            raise JudgeUnavailable(f'the judge {self.name} at {where} did not answer a test call '
+                                   f'({self.last_error[:200]}); {DEAD_JUDGE_ADVICE}')
+        _CHECKED.add(identity)
+
+    def working(self) -> bool:
+        """The kit's judge check (`judge.working()`, which the kit dialect asks before judging): True once this
+        judge, endpoint and parameters answered `preflight`'s test call in this process; else that call is made
+        now (a failure raises JudgeUnavailable, one line)."""
+        self.preflight()
+        return True
+
     # -- the call
     def generate(self, message, **kwargs) -> str:
         prompt = _message_text(message)
@@ -717,21 +744,3 @@ def build_kit_judge(name: str, **kwargs):
     return build_judge(model=name, **kwargs)
 
 
-def preflight(judge: CachedJudge) -> None:
-    """One tiny call to the judge before a long evaluation (once per judge, endpoint and parameters in a process):
-    a dead judge stops the run at once. The call goes exactly where the evaluation's calls will go."""
-    identity = (judge.name, judge.endpoint, judge.params_sha)
-    if identity in _CHECKED:
-        return
-    retries, judge.retries = judge.retries, min(judge.retries, 2)
-    try:
-        reply = judge._call(PROBE_PROMPT)
-    finally:
-        judge.retries = retries
-        judge._consecutive, judge.stopped = 0, None
-        judge.stats['failed'] = 0
-    if reply is None or isinstance(reply, Rejected):
-        where = judge.endpoint or 'its endpoint'
-        raise JudgeUnavailable(f'the judge {judge.name} at {where} did not answer a test call '
-                               f'({judge.last_error[:200]}); {DEAD_JUDGE_ADVICE}')
-    _CHECKED.add(identity)

@@ -518,14 +518,14 @@ def model_preflight(name: str, build, served: dict | None = None) -> None:
 def judge_preflight(args, judge_kwargs: dict, names) -> None:
     """With an API --judge for one of our judged datasets: one tiny call to exactly the endpoint the evaluation will
     call (--judge-base-url, or api_base in --judge-args), before inference."""
-    from vlmeval_ext.judging import OFFLINE_JUDGES, CachedJudge, build_kit_judge, preflight
+    from vlmeval_ext.judging import OFFLINE_JUDGES, CachedJudge, build_kit_judge
     from vlmeval_ext.registry import benchmark_of
     if not args.judge or args.judge in OFFLINE_JUDGES or args.judge == 'exact_matching' or args.mode == 'infer':
         return
     if not any((benchmark_of(n) or None) and benchmark_of(n).judge in ('optional', 'required') for n in names):
         return
     kwargs = {k: v for k, v in judge_kwargs.items() if k != 'model'}
-    preflight(CachedJudge(build_kit_judge(args.judge, **kwargs), args.judge, store=None))
+    CachedJudge(build_kit_judge(args.judge, **kwargs), args.judge, store=None).preflight()
 
 
 def judge_kwargs_of(args, judge_args: dict) -> dict:

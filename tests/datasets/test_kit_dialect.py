@@ -84,6 +84,21 @@ assert GRAB.report_infer_err('M_GRAB.tsv') == {'failed': 1, 'total': len(data)}
 for cls in (GRAB, ReMI, RBenchFull, RoCOCOMCQ, RoCOCORetrieval):
     assert cls.report_infer_err(None) == {'failed': 0, 'total': 0}
     assert cls.report_infer_err('missing.tsv') == {'failed': 0, 'total': 0}
+# a judge that does not answer (no key, nothing listening): one clear error before any item is judged, never a
+# table of n/a (R-Bench: its default judge; GRAB: llm_extracted)
+rb = RBenchFull('R-Bench-Full')
+data = rb.data.drop(columns=['image'])
+data['prediction'] = 'A'
+data.to_csv('M_R-Bench-Full.tsv', sep='\t', index=False)
+for evaluate, file in ((rb.evaluate, 'M_R-Bench-Full.tsv'), (ds.evaluate, 'M_GRAB.tsv')):
+    kwargs = dict(api_base='http://127.0.0.1:9/v1/chat/completions', retry=1)
+    if evaluate == ds.evaluate:
+        kwargs['model'] = 'gpt-4o-mini'
+    try:
+        evaluate(file, **kwargs)
+        raise SystemExit('no error for a judge that does not answer')
+    except RuntimeError as err:
+        assert 'does not answer (judge.working() is False)' in str(err), err
 print('ok')
 '''
 
@@ -99,7 +114,9 @@ def test_the_dataset_files_run_with_only_the_kit(tmp_path):
     lmu = tmp_path / 'LMUData'
     lmu.mkdir()
     shutil.copyfile(LOWER / 'demo' / 'GRAB_DEMO.tsv', lmu / 'GRAB.tsv')
+    shutil.copyfile(LOWER / 'demo' / 'R-Bench-Full_DEMO.tsv', lmu / 'R-Bench-Full.tsv')
     env = {**os.environ, 'PYTHONPATH': str(tmp_path / 'src'), 'LMUData': str(lmu)}
+    env.pop('OPENAI_API_KEY', None)
     proc = subprocess.run([sys.executable, '-c', KIT_ONLY], env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0 and proc.stdout.strip().endswith('ok'), proc.stderr[-3000:]

@@ -12,7 +12,7 @@ import pytest
 from helpers.kit_run import FAKE_KEY
 from vlmeval_ext import judging
 from vlmeval_ext.interrupt import STOP
-from vlmeval_ext.judging import FAIL_MSG, CachedJudge, VerdictStore, build_kit_judge, preflight
+from vlmeval_ext.judging import FAIL_MSG, CachedJudge, VerdictStore, build_kit_judge
 
 
 @pytest.fixture
@@ -151,16 +151,16 @@ def test_a_configured_key_echoed_by_the_judge_is_masked_before_it_is_stored(loop
 def test_preflight_asks_once_and_stops_a_dead_judge(loopback, judge_env, tmp_path, monkeypatch):
     loopback.default = 'ready'
     judge = cached(loopback, tmp_path)
-    preflight(judge)
-    preflight(cached(loopback, tmp_path))                       # the same judge, endpoint and parameters: checked
+    judge.preflight()
+    cached(loopback, tmp_path).preflight()                       # the same judge, endpoint and parameters: checked
     assert loopback.count(judging.PROBE_PROMPT) == 1
     # An environment variable an earlier version read as "already checked" means nothing.
     monkeypatch.setenv('VLMEVAL_EXT_JUDGE_CHECKED', 'loopback-judge')
-    preflight(cached(loopback, tmp_path, temperature=0.5))
+    cached(loopback, tmp_path, temperature=0.5).preflight()
     assert loopback.count(judging.PROBE_PROMPT) == 2
     loopback.default = ''                                        # an empty reply is no answer
     with pytest.raises(judging.JudgeUnavailable, match='did not answer a test call'):
-        preflight(cached(loopback, tmp_path, name='empty-judge'))
+        cached(loopback, tmp_path, name='empty-judge').preflight()
 
 
 # ------------------------------------------------------------------------------------------ rejections, rate limits

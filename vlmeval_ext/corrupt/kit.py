@@ -195,10 +195,10 @@ def check_judge(judge: RCJudge) -> None:
     after minutes of retries, and the record would name a judge that was never used."""
     if not judge.is_api:
         return
-    from vlmeval_ext.judging import CachedJudge, build_kit_judge, preflight
+    from vlmeval_ext.judging import CachedJudge, build_kit_judge
     kit_judge = build_kit_judge(judge.name, **{k: judge.kwargs[k] for k in ('api_base', 'key', 'timeout')
                                                if k in judge.kwargs})
-    preflight(CachedJudge(kit_judge, judge.name, store=None))
+    CachedJudge(kit_judge, judge.name, store=None).preflight()
 
 
 # ------------------------------------------------------------------------------------------------ the scores

@@ -175,6 +175,11 @@ class GRAB(ImageBaseDataset):
                 row.update(llm_extracted=1, judge_failed=None, extracted=row['answer'])
         keys, todo = extraction_requests(rows, done, who, mode)
         tasks = {key: (judge, *asked) for key, asked in todo.items()}
+        if tasks and not judge.working():
+            raise RuntimeError(f'the judge {judge_name} does not answer (judge.working() is '
+                               'False): set its key (OPENAI_API_KEY) and endpoint '
+                               '(--judge-base-url), or evaluate without --judge (official and '
+                               'normalized need none)')
         if tasks:
             stem = osp.splitext(osp.basename(eval_file))[0]
             print(f'{self.dataset_name}: {len(tasks)} answers to extract (one judge call each, up '

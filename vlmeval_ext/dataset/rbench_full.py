@@ -159,7 +159,7 @@ class RBenchFull(ImageBaseDataset):
         logger.info(f"R-Bench: {judge['label']}; {judge['calls']} judge verdicts "
                     f"({judge['calls_cached']} kept from this work dir); "
                     f'excluded scores {excluded}')
-        return result_table(table)
+        return result_table(table, rows)
 
     def score_items(self, items, eval_file, **judge_kwargs):
         """(per-item rows with score_dis / score_ref / score_com, the judge block)."""
@@ -178,6 +178,10 @@ class RBenchFull(ImageBaseDataset):
             seed = caption_seed(seed, done, tmp)
         plans, demands, key, todo = judge_requests(items, mode, seed, done, judge_id(name, judge),
                                                    eval_file)
+        if todo and not judge.working():
+            raise RuntimeError(f'the judge {name} does not answer (judge.working() is False): set '
+                               'its key (OPENAI_API_KEY) and endpoint (--judge-base-url), or pass '
+                               'another --judge')
         if todo:
             calls = sum(calls_of(demands, p) for p in todo)
             upto = 'up to ' if mode == 'efficient' else ''

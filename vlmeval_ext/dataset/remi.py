@@ -84,7 +84,8 @@ class ReMI(ImageBaseDataset):
     @classmethod
     def report_primary_metric(cls, metrics):
         """The headline for the kit's run summary: the official Overall accuracy, by name (in the
-        wide table `...=official|Overall (%)`, in the tall one `...=official: Overall (%)|value`)."""
+        wide table `...=official|Overall (%)`, in the tall one
+        `...=official: Overall (%)|value`)."""
         for key, value in (metrics or {}).items():
             if str(key).endswith(('=official|Overall (%)', '=official: Overall (%)|value')):
                 return {'official Overall (%)': value}

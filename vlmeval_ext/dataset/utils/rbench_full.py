@@ -410,13 +410,16 @@ def rbench_table(rows):
     return robustness_table(rows, {'absolute': absolute, 'relative': relative}, tasks)
 
 
-def result_table(table):
-    """What evaluate returns and the kit prints: the paper's Table 3 layout on its 0-1 scale."""
+def result_table(table, rows):
+    """What evaluate returns and the kit prints: the paper's Table 3 layout on its 0-1 scale, and
+    how many items each row's Overall is the mean of (a failed score leaves its item out)."""
     cols = ['Overall'] + [f'{t}-{s}' for t in TASKS for s in STRENGTHS.values()]
-    rows = [{'R-Bench': m, **{f'{c.replace("-", " ")} (0-1)': table[m].get(c) for c in cols}}
-            for m in ('absolute', 'relative')]
-    table = pd.DataFrame(rows).round(4)
-    return table.astype(object).where(table.notna(), 'n/a')
+    metrics = {'absolute': absolute, 'relative': relative}
+    out = [{'R-Bench': m, **{f'{c.replace("-", " ")} (0-1)': table[m].get(c) for c in cols},
+            'scored (items)': sum(metrics[m](r) is not None for r in rows)}
+           for m in ('absolute', 'relative')]
+    out = pd.DataFrame(out).round(4)
+    return out.astype(object).where(out.notna(), 'n/a')
 
 
 NEEDS = {'dis': ('pred_dis',), 'ref': ('pred_ref',), 'com': ('pred_ref', 'pred_dis')}
