@@ -1,10 +1,18 @@
 """RoCOCO-MCQ: robustness of image-caption matching to adversarial captions, for generative LMMs.
 
-RoCOCO (Park et al. 2023, arXiv 2304.10727) injects near-miss captions (one word replaced) into
-the COCO 5k test gallery. RoCOCO-MCQ-<attack> recasts its matching as multiple choice: the image,
-its ground-truth caption, the caption's adversarial twin and two other images' captions, shuffled
-with a fixed seed. Accuracy, and the rate at which the twin is chosen; rule-based, no judge.
-Attacks: same_concept, diff_concept, rand_voca, danger.
+Derived from RoCOCO (Park et al. 2023, arXiv 2304.10727), not the authors' benchmark: RoCOCO
+injects near-miss captions (one word replaced) into the COCO 5k test gallery and measures
+retrieval; this recast asks a generative model to pick the caption. No published numbers exist
+for it. How each item is built (one per COCO Karpathy test image, per attack):
+    options  the image's first ground-truth caption, its adversarial twin from the RoCOCO attack
+             file, and two ground-truth captions of other images drawn at random;
+    order    the four shuffled; distractors and order drawn with numpy default_rng([2023, image
+             row]), so an item does not depend on which other items are built;
+    text     every option normalised (case, punctuation) so neither gives the answer away.
+The TSV keeps `coco_image`, `answer_text_row` and `twin_text_row` (rows of the attack file).
+Accuracy, and the rate at which the twin is chosen. Rule-based: no judge is ever built (the judge
+run.py names for MCQ datasets by default is not used). Attacks: same_concept, diff_concept,
+rand_voca, danger.
 """
 import os.path as osp
 

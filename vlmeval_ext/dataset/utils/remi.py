@@ -1,3 +1,8 @@
+# The prompt appendices (APPENDIX) and the `official` scoring follow the ReMI authors' evaluation
+# snippet, linked from the dataset card (https://huggingface.co/datasets/mehrankazemi/ReMI):
+# https://colab.research.google.com/drive/1l6rcYm0kTxuZY4NrUzWdsmr2XN0DnSxR
+# Copyright 2024 Google LLC. Licensed under the Apache License, Version 2.0
+# (http://www.apache.org/licenses/LICENSE-2.0); rewritten here, not copied.
 """ReMI (Kazemi et al. 2024, arXiv 2406.09175): prompts, the two scorings, naive baselines, ERP.
 
 official  the ReMI authors' evaluation snippet (the colab linked from the dataset card, "Copyright
