@@ -453,6 +453,28 @@ def one_image_model_lines(plan: RunPlan, argv: list[str]) -> list[str]:
     return lines
 
 
+def generative_on_retrieval_lines(plan: RunPlan, served: bool) -> list[str]:
+    """One line per model x RoCOCO retrieval dataset where the model is not an embedding model: retrieval ranks
+    the embeddings such a model returns; a generative model would be asked about every gallery row (paid inference)
+    before the evaluation could only refuse its replies. `served`: the models are served (--base-url), hence
+    generative. Checked before any model is built."""
+    from vlmeval_ext.registry import BENCHMARKS, benchmark_of
+    from vlmeval_ext.vlm.rococo_embedding import RoCOCOEmbedding
+    retrieval = [d for d in plan.datasets if (benchmark_of(d) or None) and benchmark_of(d).judge == 'embeddings']
+    if not retrieval:
+        return []
+    embedders = sorted(next(r for r in BENCHMARKS if r.judge == 'embeddings').kit_models)
+    lines = []
+    for model in plan.models:
+        cls = None if served else model_class(plan, model)
+        if served or (cls is not None and not issubclass(cls, RoCOCOEmbedding)):
+            kind = 'a model served at --base-url' if served else cls.__name__
+            lines.append(f'{model} ({kind}) is not an embedding model: {", ".join(retrieval)} rank the embeddings '
+                         f'of images and captions; evaluate generative models on RoCOCO-MCQ-<attack>, and '
+                         f'retrieval with an embedding model ({", ".join(embedders)})')
+    return lines
+
+
 # ---- endpoint checks -------------------------------------------------------------------------------------------
 def api_model_builders(plan: RunPlan) -> dict:
     """{model folder: zero-argument builder} for the API models of the run, built as the kit builds them."""
@@ -917,7 +939,8 @@ def _run(argv: list[str]) -> int:
             for line in lines:
                 say(line, 'ERROR')
             return 2
-    lines = one_image_model_lines(plan, argv)
+    served = bool(getattr(args, 'base_url', None))
+    lines = one_image_model_lines(plan, argv) + generative_on_retrieval_lines(plan, served)
     if lines:
         for line in lines:
             say(line, 'ERROR')

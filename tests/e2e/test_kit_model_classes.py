@@ -96,7 +96,8 @@ def loopback_module():
 
 
 def _config(model: str, entry: dict, names: list[str]) -> dict:
-    classes = {**DEMOS, 'ReMI_DEMO': 'ReMI', 'ReMI_DEMO_composite': 'ReMI', RC: 'CorruptedDataset'}
+    classes = {**DEMOS, 'ReMI_DEMO': 'ReMI', 'ReMI_DEMO_composite': 'ReMI', RC: 'CorruptedDataset',
+               'RoCOCO-I2T-clean': 'RoCOCORetrieval'}
     return {'model': {model: entry}, 'data': {n: {'class': classes[n], 'dataset': n} for n in names}}
 
 
@@ -173,11 +174,15 @@ def paligemma(work):
     return path
 
 
-def test_paligemma_is_refused_remi_before_it_is_built(work, paligemma):
-    """INTERLEAVE = False: ReMI_DEMO stops before any model is built, naming the composite mode."""
-    root, env, _ = work
+def test_paligemma_is_refused_remi_and_retrieval_before_it_is_built(work, paligemma):
+    """INTERLEAVE = False: ReMI_DEMO stops before any model is built, naming the composite mode; a generative
+    model on a RoCOCO retrieval split too (it would be asked about every gallery row for nothing)."""
+    root, env, lmu = work
     (root / 'refused').mkdir()
-    cfg = _config('tiny-paligemma', {'class': 'PaliGemma', 'model_path': str(paligemma)}, ['ReMI_DEMO'])
+    # a prepared split is all the launcher checks before the models (its rows are never read here)
+    (lmu / 'RoCOCO-I2T-clean.tsv').write_text('index\tkind\timage\tquestion\n')
+    cfg = _config('tiny-paligemma', {'class': 'PaliGemma', 'model_path': str(paligemma)},
+                  ['ReMI_DEMO', 'RoCOCO-I2T-clean'])
     record = root / 'refused_inputs.jsonl'
     proc = _run(record, ['--config', write_config(root / 'refused', cfg), '--work-dir', root / 'out-refused'],
                 env, root, timeout=120)
@@ -185,7 +190,11 @@ def test_paligemma_is_refused_remi_before_it_is_built(work, paligemma):
     line = [x for x in proc.stderr.splitlines() if 'INTERLEAVE = False' in x]
     assert len(line) == 1 and 'tiny-paligemma (PaliGemma' in line[0] and 'ReMI_DEMO_composite' in line[0]
     assert 'only the first' in line[0]
+    line = [x for x in proc.stderr.splitlines() if 'not an embedding model' in x]
+    assert len(line) == 1 and 'tiny-paligemma (PaliGemma) is not an embedding model: RoCOCO-I2T-clean' in line[0]
+    assert 'RoCOCO-CLIP-B32' in line[0]
     assert not record.exists()                        # no processor was ever called
+    (lmu / 'RoCOCO-I2T-clean.tsv').unlink()
 
 
 def test_paligemma_gets_one_image_and_our_texts(work, paligemma):
