@@ -4,10 +4,12 @@ The kit-dialect files of a benchmark (vlmeval_ext/dataset/<bench>.py, its vlmeva
 for RoCOCO retrieval, vlmeval_ext/vlm/rococo_embedding.py) are the files a pull request adds: they import only the
 kit, the standard library, numpy/pandas/PIL and their own utils module. The export copies them as they are into a
 scratch clone of the checkout (`vlmeval/dataset/...`, `vlmeval/vlm/...`), adds the lines that register them (an
-import and `IMAGE_DATASET += [...]` in `vlmeval/dataset/__init__.py`; for retrieval its models in
-`vlmeval/vlm/__init__.py` and `vlmeval/config.py`), and writes `git diff` as `OUT/<benchmark>.patch`, with the pull
-request's text beside it as `OUT/<benchmark>.md`. Each patch applies alone to the checkout (`git apply`); the
-separate patches touch the same registry lines, so `OUT/all.patch` holds every benchmark at once.
+import among the sorted imports and a line inside `IMAGE_DATASET = [...]` in `vlmeval/dataset/__init__.py`, each
+benchmark at its own place), and writes `git diff` as `OUT/<benchmark>.patch`, with the pull request's text beside
+it as `OUT/<benchmark>.md`. Each patch applies alone to the checkout (`git apply`), and after any other
+(`git apply --3way`); `OUT/all.patch` holds them all at once. RoCOCO retrieval needs embedding models, a kind the
+kit does not evaluate: it is written as a design proposal for the maintainers, `OUT/RoCOCO-retrieval-proposal.md`,
+its patch (with its models in `vlmeval/vlm/__init__.py` and `vlmeval/config.py`) an appendix.
 
 Only two values are filled in: `DATASET_MD5` from the TSV `vlmeval-ext prepare` built under $LMUData (its `.md5`
 sidecar; a subset build is not used), and `DATASET_URL` from --url-base (where the contributor will host the TSVs).
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -125,17 +128,25 @@ def add_import(text: str, line: str) -> str:
     return ''.join(lines)
 
 
-def add_after_list(text: str, list_name: str, line: str) -> str:
-    """`line` just after the closing bracket of the top-level `<list_name> = [...]`."""
+def add_to_list(text: str, list_name: str, entry: str, slot: int) -> str:
+    """`entry` as a line of its own inside the top-level `<list_name> = [...]`, as the kit registers a dataset: just
+    before the closing bracket for slot 0, two lines higher for each further slot. Each benchmark has its own slot,
+    so two patches never touch the same lines and apply in either order (`git apply --3way`)."""
     tree = ast.parse(text)
     node = next((n for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
-                 and n.targets[0].id == list_name), None)
+                 and n.targets[0].id == list_name and isinstance(n.value, ast.List)), None)
     if node is None:
         raise ExportError(f'vlmeval/dataset/__init__.py has no top-level `{list_name} = [...]` list at this commit '
                           'of the kit: it registers datasets another way, and the patches could not register ours; '
                           'export against a commit that has the list')
     lines = text.splitlines(keepends=True)
-    lines.insert(node.end_lineno, f'{line}\n')
+    closing = node.end_lineno - 1                     # 0-based index of the line holding `]`
+    at = closing - 2 * slot
+    if at <= node.lineno - 1 or lines[closing].strip() != ']':
+        at = closing                                  # a short or one-line list: before its end
+    before = lines[at - 1] if at - 1 > node.lineno - 1 else ''
+    indent = re.match(r'[ \t]*', before).group(0) or '    '
+    lines.insert(at, f'{indent}{entry},\n')
     return ''.join(lines)
 
 
@@ -236,7 +247,7 @@ def add_benchmark(clone: Path, kit: Path, record: Benchmark, url_base: str | Non
         target.write_text(text, encoding='utf-8')
     init = clone / 'vlmeval' / 'dataset' / '__init__.py'
     text = add_import(init.read_text(encoding='utf-8'), f'from .{_module_name(record)} import {_class_name(record)}')
-    init.write_text(add_after_list(text, 'IMAGE_DATASET', f'IMAGE_DATASET += [{_class_name(record)}]'),
+    init.write_text(add_to_list(text, 'IMAGE_DATASET', _class_name(record), BENCHMARKS.index(record)),
                     encoding='utf-8')
     if record.kit_models:
         vlm_init = clone / 'vlmeval' / 'vlm' / '__init__.py'
@@ -248,9 +259,51 @@ def add_benchmark(clone: Path, kit: Path, record: Benchmark, url_base: str | Non
     return files, notes
 
 
+def is_proposal(record: Benchmark) -> bool:
+    """RoCOCO retrieval ranks embeddings: it needs a kind of model the kit does not have, a maintainers' decision,
+    so it is written up as a design proposal (its patch an appendix), not sent as a dataset pull request."""
+    return record.judge == 'embeddings'
+
+
+def retrieval_proposal(record: Benchmark, diff: str) -> str:
+    """OUT/<benchmark>-proposal.md: what the kit would need for embedding-model benchmarks, with the patch."""
+    models = '\n'.join(f'- `{name}`: `{path.partition(":")[2]}({", ".join(f"{k}={v!r}" for k, v in kwargs.items())})`'
+                       for name, (path, kwargs) in record.kit_models.items())
+    names = ', '.join(f'`{n}`' for n in record.names)
+    return (f'# Proposal: embedding-model benchmarks in VLMEvalKit ({record.title})\n\n'
+            'This is a design proposal for the maintainers, not a dataset pull request. RoCOCO (Park et al. 2023, '
+            'arXiv 2304.10727) measures image-text retrieval under adversarial captions and mixed images: '
+            f'{names}. Retrieval ranks a whole gallery by the similarity of embeddings, and the kit evaluates '
+            'generative models, which answer one item at a time. Adding it is a decision about what kinds of '
+            'model the kit evaluates.\n\n'
+            "## Why the kit's generative loop does not fit\n\n"
+            '- Inference calls `model.generate(message, dataset)` once per row and stores text. A retrieval row is '
+            'one image or one caption, and what it needs back is a vector; the attached patch passes vectors '
+            'through `generate` as text (`emb:f32:<dim>:<base64>`).\n'
+            '- A generative model on a retrieval split would be asked about every gallery row (5,000 images and '
+            '25,000 captions per split) before `evaluate` could only refuse the replies. Nothing in the kit stops '
+            'that before inference.\n'
+            '- The score depends on the whole gallery at once (R@K, the false rate on mixed images), not on '
+            'independent items, so per-item reuse, retries and sharding do not apply as they do elsewhere.\n\n'
+            '## What an embedding-model interface could be\n\n'
+            '- A model class with `embed_images(list[PIL.Image]) -> ndarray` and `embed_texts(list[str]) -> '
+            'ndarray` (L2-normalised rows), flagged `is_embedding = True`.\n'
+            '- A dataset type `RETRIEVAL` whose inference batches the gallery through those two methods and saves '
+            'one array per split, and which run.py refuses for a generative model before any call (one line).\n'
+            '- `supported_VLM` entries for the embedding models; the attached patch registers these four:\n\n'
+            f'{models}\n\n'
+            '## Until then\n\n'
+            'vlmeval-ext evaluates RoCOCO retrieval as a plugin dataset with the classes below, refuses a '
+            'generative model on a retrieval split before inference, and offers `RoCOCO-MCQ-<attack>`, a '
+            'multiple-choice recast that generative models can take (sent as its own pull request).\n\n'
+            '## Appendix: the files as a patch against this checkout\n\n'
+            f'```diff\n{diff}```\n')
+
+
 def export(kit: Path, patch_dir: Path, url_base: str | None = None, only: list[str] | None = None) -> dict:
-    """Write OUT/<benchmark>.patch and OUT/<benchmark>.md for each benchmark (each applies alone), and OUT/all.patch
-    with every benchmark at once; returns {key: {patch, md, lines}}."""
+    """Write OUT/<benchmark>.patch and OUT/<benchmark>.md for each generative benchmark (each applies alone, and
+    in any order with the others: `git apply --3way`), OUT/all.patch with all of them at once, and
+    OUT/<benchmark>-proposal.md for RoCOCO retrieval; returns {key: {patch, md, lines}}."""
     kit = check_kit(Path(kit))
     patch_dir = check_destination(Path(patch_dir), kit)
     records = [r for r in BENCHMARKS if not only or r.key in only]
@@ -271,14 +324,20 @@ def export(kit: Path, patch_dir: Path, url_base: str | None = None, only: list[s
             diff = _git(clone, 'diff', '--cached', '--binary')
             lines = diff.count('\n')
             name = record.key
+            if is_proposal(record):
+                write_output(patch_dir / f'{name}-proposal.md', retrieval_proposal(record, diff))
+                results[name] = {'patch': None, 'md': str(patch_dir / f'{name}-proposal.md'), 'lines': lines,
+                                 'files': list(files), 'notes': []}
+                continue
             write_output(patch_dir / f'{name}.patch', diff)
             write_output(patch_dir / f'{name}.md', pr_text(record, files, notes_of[name], lines))
             results[name] = {'patch': str(patch_dir / f'{name}.patch'), 'md': str(patch_dir / f'{name}.md'),
                              'lines': lines, 'files': list(files), 'notes': notes_of[name]}
-        if len(records) > 1:        # every benchmark at once: the separate patches touch the same registry lines
+        sent = [r for r in records if not is_proposal(r)]
+        if len(sent) > 1:           # every pull request at once, as a maintainer merging them all would have it
             _git(clone, 'reset', '--quiet', '--hard', 'HEAD')
             _git(clone, 'clean', '--quiet', '-fdx')
-            for record in records:
+            for record in sent:
                 add_benchmark(clone, kit, record, url_base)
             _git(clone, 'add', '-A')
             diff = _git(clone, 'diff', '--cached', '--binary')
@@ -300,8 +359,12 @@ def export_main(argv=None) -> int:
     args = p.parse_args(argv)
     results = export(Path(args.kit), Path(args.patch_dir), args.url_base, args.only)
     for name, info in results.items():
-        print(f'{name}: {info["patch"]} ({info["lines"]} lines)' + (f', {info["md"]}' if info['md'] else
-                                                                   ' (every benchmark at once)'))
+        if info['patch'] is None:
+            print(f'{name}: {info["md"]} (a design proposal for the maintainers, its {info["lines"]}-line patch '
+                  'in an appendix)')
+        else:
+            print(f'{name}: {info["patch"]} ({info["lines"]} lines)' + (f', {info["md"]}' if info['md'] else
+                                                                       ' (every pull request at once)'))
         for note in info['notes']:
             print(f'  {note}')
     return 0

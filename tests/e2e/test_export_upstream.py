@@ -24,8 +24,10 @@ import pytest
 
 from helpers.kit_run import REPO_ROOT, kit_environment, run_kit
 from helpers.loopback_server import LoopbackServer
-from vlmeval_ext.export import kit_files
+from vlmeval_ext.export import is_proposal, kit_files
 from vlmeval_ext.registry import BENCHMARKS
+
+SENT = [r for r in BENCHMARKS if not is_proposal(r)]         # the pull requests; RoCOCO retrieval is a proposal
 
 # demo split -> (the real split name it runs under in the checkout, the class the patch adds)
 DEMOS = {'GRAB_DEMO': 'GRAB', 'ReMI_DEMO': 'ReMI', 'R-Bench-Full_DEMO': 'R-Bench-Full',
@@ -121,10 +123,17 @@ def exported(tmp_path_factory):
     return {'tmp': tmp, 'kit': kit, 'patches': tmp / 'patches', 'stdout': proc.stdout, 'env': env}
 
 
+def image_dataset_names(init: str) -> list[str]:
+    import ast
+    node = next(n for n in ast.parse(init).body if isinstance(n, ast.Assign)
+                and getattr(n.targets[0], 'id', None) == 'IMAGE_DATASET')
+    return [e.id for e in node.value.elts]
+
+
 def test_each_benchmark_is_one_patch_that_applies_alone(exported):
     kit, patches = exported['kit'], exported['patches']
     sizes = {}
-    for record in BENCHMARKS:
+    for record in SENT:
         patch = patches / f'{record.key}.patch'
         text = patch.read_text()
         sizes[record.key] = text.count('\n')
@@ -138,30 +147,64 @@ def test_each_benchmark_is_one_patch_that_applies_alone(exported):
         assert md.startswith(f'# Add {record.title}') and 'DATASET_URL' in md
     assert f"{sizes['GRAB']} lines" in exported['stdout']
     print(f'\n[figures] export-upstream patch sizes (lines): {sizes}')
+    # RoCOCO retrieval: a design proposal for the maintainers, its patch an appendix, no pull request
+    assert not (patches / 'RoCOCO-retrieval.patch').exists() and not (patches / 'RoCOCO-retrieval.md').exists()
+    proposal = (patches / 'RoCOCO-retrieval-proposal.md').read_text()
+    assert proposal.startswith('# Proposal: embedding-model benchmarks in VLMEvalKit')
+    assert 'not a dataset pull request' in proposal and '## Appendix' in proposal
+    assert '+++ b/vlmeval/dataset/rococo_retrieval.py' in proposal and "'RoCOCO-CLIP-B32'" in proposal
+    assert 'RoCOCO-retrieval-proposal.md (a design proposal' in exported['stdout']
 
 
 def test_the_files_sent_are_the_files_the_plugin_runs(exported, tmp_path):
     """Without --url-base and without prepared TSVs, every added file is ours byte for byte."""
     kit = tmp_path / 'applied'
     shutil.copytree(exported['kit'], kit)
-    for record in BENCHMARKS:
+    before = image_dataset_names((kit / 'vlmeval' / 'dataset' / '__init__.py').read_text())
+    for record in SENT:
         _git(kit, 'apply', str(exported['patches'] / f'{record.key}.patch'))
         for kit_path, ours in kit_files(record).items():
             assert (kit / kit_path).read_bytes() == ours.read_bytes(), kit_path
+        # registered as the kit registers a dataset: a line of its own inside the list
+        init = (kit / 'vlmeval' / 'dataset' / '__init__.py').read_text()
+        cls = record.kit_class.partition(':')[2]
+        assert sorted(image_dataset_names(init)) == sorted([*before, cls]) and f'    {cls},\n' in init
         _git(kit, 'reset', '-q', '--hard')
         _git(kit, 'clean', '-qfdx')
-    _git(kit, 'apply', str(exported['patches'] / 'all.patch'))           # every benchmark at once
-    init = (kit / 'vlmeval' / 'dataset' / '__init__.py').read_text()
-    for record in BENCHMARKS:
-        cls = record.kit_class.partition(':')[2]
-        assert f'IMAGE_DATASET += [{cls}]' in init
+    _git(kit, 'apply', str(exported['patches'] / 'all.patch'))           # every pull request at once
+    names = image_dataset_names((kit / 'vlmeval' / 'dataset' / '__init__.py').read_text())
+    assert sorted(names) == sorted([*before, *(r.kit_class.partition(':')[2] for r in SENT)])
+
+
+def test_the_patches_apply_one_after_another_in_any_order(exported, tmp_path):
+    """Two pull requests merged one after the other: each pair in both orders, with `git apply --3way` (the
+    index follows, as a merge's would), then all of them in reverse order; every class is registered once."""
+    import itertools
+    kit = tmp_path / 'merged'
+    shutil.copytree(exported['kit'], kit)
+    _git(kit, 'reset', '-q', '--hard')                     # the copy's index, refreshed for its new files
+    before = image_dataset_names((kit / 'vlmeval' / 'dataset' / '__init__.py').read_text())
+    orders = [*itertools.permutations(SENT, 2), tuple(reversed(SENT))]
+    for order in orders:
+        for record in order:
+            _git(kit, 'apply', '--3way', str(exported['patches'] / f'{record.key}.patch'))
+        init = (kit / 'vlmeval' / 'dataset' / '__init__.py').read_text()
+        assert '<<<<<<<' not in init, [r.key for r in order]
+        added = [r.kit_class.partition(':')[2] for r in order]
+        assert sorted(image_dataset_names(init)) == sorted([*before, *added]), [r.key for r in order]
+        for record in order:
+            module = record.kit_class.partition(':')[0].rsplit('.', 1)[1]
+            assert init.count(f'from .{module} import ') == 1
+        _git(kit, 'reset', '-q', '--hard')
+        _git(kit, 'clean', '-qfdx')
+    print(f'\n[figures] export-upstream: {len(orders)} orders of the {len(SENT)} pull requests applied with --3way')
 
 
 def test_export_again_gives_the_same_patches_and_refuses_bad_places(exported, tmp_path):
     again = tmp_path / 'again'
     proc = export(exported['kit'], again, exported['env'])
     assert proc.returncode == 0, proc.stderr
-    for record in BENCHMARKS:
+    for record in SENT:
         assert (again / f'{record.key}.patch').read_text() == (exported['patches'] / f'{record.key}.patch').read_text()
     assert _git(exported['kit'], 'status', '--porcelain') == ''             # the checkout itself is untouched
     proc = export(exported['kit'], exported['kit'] / 'patches', exported['env'])
