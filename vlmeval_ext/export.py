@@ -166,29 +166,50 @@ def add_models(text: str, models: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- the PR text
-def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str:
+def pr_facts(record: Benchmark) -> dict:
+    """The pull request's data and evidence statements (dataset_specs/pull_requests.yaml)."""
     from vlmeval_ext.spec import load_spec
+    facts = load_spec('pull_requests').get(record.key)
+    if not isinstance(facts, dict):
+        raise ExportError(f'dataset_specs/pull_requests.yaml has no entry for {record.key}: a pull request needs its '
+                          'data, licence and evidence written there')
+    return facts
+
+
+def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str:
+    """The pull request's text: what the benchmark is, where its data comes from and under which licence, what was
+    checked and by which test of vlmeval-ext, what is an extension and how to leave it out, what is still to do."""
     module = import_module(record.kit_class.partition(':')[0])
-    utils = import_module(record.kit_class.partition(':')[0].replace('.dataset.', '.dataset.utils.'))
-    spec = load_spec(record.spec) if record.spec else {}
-    source = spec.get('paper') or spec.get('official_repo') or ''
-    if isinstance(source, dict):
-        source = source.get('url') or source.get('arxiv') or ''
+    facts = pr_facts(record)
+    data = facts['data']
+    evidence = '\n'.join(f'- {e["claim"]} (`{e["test"]}`)' for e in facts['evidence'])
+    extensions = '\n'.join(f'- {e["what"]}. To leave it out: {e["leave_out"]}.'
+                           for e in facts.get('extensions') or [])
+    published = facts.get('published') or ('No published numbers exist for this dataset, so none are compared '
+                                           'here.')
     added = '\n'.join(f'- `{path}`' for path in files)
     notes_text = '\n'.join(f'- {n}' for n in notes) or '- none'
     return (f'# Add {record.title} ({", ".join(f"`{n}`" for n in record.names)})\n\n'
             f'{(module.__doc__ or "").strip()}\n\n'
-            f'## Scoring\n\n{(utils.__doc__ or "").strip()}\n\nSource: {source}\n\n'
-            f'## Files\n\n{added}\n\nplus the lines that register them; {lines} lines in all.\n\n'
-            '## How the numbers were checked\n\n'
-            'The same file runs in a plugin for VLMEvalKit, whose test suite evaluates real predictions of the '
-            "benchmark's official data with it, on ms-vlmeval 0.0.20 and on this repository's main, and compares "
-            "them with the official code's numbers and the paper's published rows. An end-to-end test applies this "
-            "patch alone to a clean checkout and runs the dataset through this checkout's own `run.py` against a "
-            'local OpenAI-compatible model (and judge), checking the score file.\n\n'
-            '## The TSV\n\n'
-            "One TSV per split under `$LMUData`, in the kit's format (base64 images inside), built from the "
-            f'official release; `DATASET_MD5` holds its md5. Still to do before merging:\n\n{notes_text}\n')
+            f'## Files\n\n{added}\n\nplus one import and one line inside `IMAGE_DATASET` in '
+            f'`vlmeval/dataset/__init__.py`; {lines} lines in all. The files import only the kit, the standard '
+            'library, numpy, pandas and Pillow.\n\n'
+            '## Data\n\n'
+            f'- Source: {data["source"]}.\n- Licence: {data["licence"]}.\n'
+            f'- The TSV redistributes {data["redistributes"]}.\n'
+            f'- It still has to be hosted: {data["host"]}. `DATASET_URL` and `DATASET_MD5` are filled once it '
+            'is.\n\n'
+            '## How the scoring was checked\n\n'
+            'These files are developed in vlmeval-ext (a plugin for VLMEvalKit), whose tests check each claim '
+            'below on the benchmark\'s official data (the test that checks it in brackets). Its CI applies this '
+            'patch alone to a copy of VLMEvalKit (commit e8e78f05, and the ms-vlmeval 0.0.20 package), checks that '
+            'it applies after each of the other patches of the series (`git apply --3way`), and runs the demo '
+            "split through that copy's own `run.py` with a local OpenAI-compatible model and judge, comparing "
+            "every score with the plugin's on the same predictions.\n\n"
+            f'{evidence}\n\n'
+            f'## Published numbers\n\n{published}\n\n'
+            f'## Beyond the paper\n\n{extensions or "- nothing: the benchmark as published."}\n\n'
+            f'## Still to do before merging\n\n{notes_text}\n')
 
 
 # ---------------------------------------------------------------------------------------------- git

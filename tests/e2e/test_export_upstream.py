@@ -3,10 +3,11 @@ checkout, and that checkout's own run.py scoring exactly as the plugin does.
 
 The installed kit is copied to a temporary git repository laid out as a checkout (the upstream leg: the editable
 checkout; the ms-vlmeval leg: the wheel's vlmeval package, whose vlmeval/run.py is the repository's run.py), so the
-real installation is never touched. Each patch must apply alone; all of them applied, the copy's run.py runs the
-demo splits (placed under the real split names) with the loopback server as model and judge, in a process where the
-copy's `vlmeval` is imported and vlmeval_ext is not; the plugin then evaluates the very same prediction files with
-the same deterministic judge, and every score the kit dialect writes must be equal.
+real installation is never touched. Each patch must apply alone, and after any other; with only that patch
+applied, a copy's run.py runs its demo split (placed under the real split name) with the loopback server as model
+and judge, in a process where the copy's `vlmeval` is imported and vlmeval_ext is not; the plugin then evaluates
+the very same prediction files with the same deterministic judge, and every score the kit dialect writes must be
+equal.
 """
 from __future__ import annotations
 
@@ -273,35 +274,47 @@ print('EXPORT-CHECK plugin=' + ','.join(sorted(m for m in sys.modules if m.split
 
 
 def test_demos_through_the_checkouts_run_py_score_as_the_plugin(exported, tmp_path):
-    kit = tmp_path / 'applied'
-    shutil.copytree(exported['kit'], kit)
-    _git(kit, 'apply', str(exported['patches'] / 'all.patch'))
+    """Each pull request alone: a copy of the checkout with only that patch, its demo split through the copy's own
+    run.py (the four copies run at once), then the plugin on the very same predictions: every score equal."""
+    from vlmeval_ext.registry import benchmark_of
     (tmp_path / 'driver.py').write_text(DRIVER)
     with LoopbackServer() as server:
         server.default = deterministic_reply
         env = kit_environment(tmp_path / 'kit-run', server)
         lmu = Path(env['LMUData'])
+        runs = {}
         for demo, split in DEMOS.items():
             shutil.copyfile(REPO_ROOT / 'vlmeval_ext' / 'demo' / f'{demo}.tsv', lmu / f'{split}.tsv')
-        env.update(PYTHONPATH=str(kit), PRED_FORMAT='tsv')
-        config = {'model': {'LoopbackGPT': {'class': 'GPT4V', 'model': 'loopback-model', 'api_base': server.chat_url,
-                                            'img_size': -1, 'retry': 1, 'temperature': 0, 'timeout': 20}},
-                  'data': {split: {'class': record_class(split), 'dataset': split} for split in DEMOS.values()}}
-        (tmp_path / 'config.json').write_text(json.dumps(config))
-        work = tmp_path / 'kit-run' / 'out'
-        run = subprocess.run([sys.executable, str(tmp_path / 'driver.py'), str(kit), '--config',
-                              str(tmp_path / 'config.json'), '--work-dir', str(work), '--judge', 'loopback-judge',
-                              '--api-nproc', '4'], env=env, cwd=tmp_path, capture_output=True, text=True,
-                             timeout=900)
-        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-        checks = dict(line.split(' ', 1)[1].split('=', 1) for line in run.stdout.splitlines()
-                      if line.startswith('EXPORT-CHECK '))
-        assert checks['vlmeval'].startswith(str(kit)) and checks['plugin'] == '', checks
+            kit = tmp_path / f'applied-{split}'
+            shutil.copytree(exported['kit'], kit)
+            _git(kit, 'apply', str(exported['patches'] / f'{benchmark_of(split).key}.patch'))   # this one alone
+            config = {'model': {'LoopbackGPT': {'class': 'GPT4V', 'model': 'loopback-model',
+                                                'api_base': server.chat_url, 'img_size': -1, 'retry': 1,
+                                                'temperature': 0, 'timeout': 20}},
+                      'data': {split: {'class': record_class(split), 'dataset': split}}}
+            (tmp_path / f'config-{split}.json').write_text(json.dumps(config))
+            work = tmp_path / 'kit-run' / f'out-{split}'
+            log = open(tmp_path / f'run-{split}.log', 'w+')
+            proc = subprocess.Popen([sys.executable, str(tmp_path / 'driver.py'), str(kit), '--config',
+                                     str(tmp_path / f'config-{split}.json'), '--work-dir', str(work), '--judge',
+                                     'loopback-judge', '--api-nproc', '4'],
+                                    env={**env, 'PYTHONPATH': str(kit), 'PRED_FORMAT': 'tsv'}, cwd=tmp_path,
+                                    stdout=log, stderr=subprocess.STDOUT, text=True)
+            runs[split] = (proc, log, kit, work)
+        for split, (proc, log, kit, work) in runs.items():
+            code = proc.wait(timeout=900)
+            log.seek(0)
+            out = log.read()
+            log.close()
+            assert code == 0, (split, out[-4000:])
+            checks = dict(line.split(' ', 1)[1].split('=', 1) for line in out.splitlines()
+                          if line.startswith('EXPORT-CHECK '))
+            assert checks['vlmeval'].startswith(str(kit)) and checks['plugin'] == '', checks
         # The plugin on the very same prediction files, against the same judge.
         plugin_env = kit_environment(tmp_path / 'plugin-run', server)
         for split in DEMOS.values():
             shutil.copyfile(lmu / f'{split}.tsv', Path(plugin_env['LMUData']) / f'{split}.tsv')
-        for split in DEMOS.values():
+        for split, (_, _, _, work) in runs.items():
             pred = next(p for p in work.rglob(f'LoopbackGPT_{split}.tsv') if not p.is_symlink())
             folder = tmp_path / 'plugin-run' / split
             folder.mkdir()
