@@ -30,6 +30,7 @@ from helpers.fixtures import llava15_items, unpacked_fixtures  # noqa: E402
 from helpers.rbench_protocol import FunctionJudge, run_plans, table_rows  # noqa: E402
 from vlmeval_ext.dataset.utils.rbench_full import NEEDS  # noqa: E402
 from vlmeval_ext.dataset.utils import rbench_full as B  # noqa: E402
+from vlmeval_ext.offline_judge import parse_choices  # noqa: E402
 
 _MCQ = re.compile(r'a set of options \[(?P<opts>.*)\] with option \[(?P<correct>.*)\] being the correct answer\.\n'
                   r'.*there will be an answer \[(?P<answer>.*)\] provided by a respondent\.', re.S)
@@ -67,7 +68,7 @@ def clean_verdict(prompt: str) -> tuple[int, tuple]:
     """(the deterministic verdict, the scale) of one official judge prompt."""
     m = _MCQ.search(prompt)
     if m:
-        options = B.parse_choices(m['opts'])
+        options = parse_choices(m['opts'])
         got, want = _letter(m['answer'], options), _letter(m['correct'], options)
         return int(got is not None and got == want), (0, 1)
     m = _VQA.search(prompt) or _CAP.search(prompt)

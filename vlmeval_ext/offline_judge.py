@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from vlmeval_ext.dataset.utils.rbench_full import KINDS, certain_letter, parse_captions, parse_choices, scorable
+from vlmeval_ext.dataset.utils.rbench_full import KINDS, parse_captions, scorable
 from vlmeval_ext.spec import load_spec
 
 OFFLINE_LABEL = 'offline approximation (MiniLM-L6 + rules), not the paper\'s GPT-3.5 judge'
@@ -32,6 +32,34 @@ OFFLINE_LABEL = 'offline approximation (MiniLM-L6 + rules), not the paper\'s GPT
 
 def _norm(text) -> str:
     return ' '.join(str(text).lower().split())
+
+
+def parse_choices(choice):
+    """'A.running; B.Play football' -> {'A': 'running', 'B': 'Play football'}; {} for 'N'."""
+    text = str(choice or '').strip()
+    if not text or text == 'N':
+        return {}
+    options = {}
+    for part in re.split(r';\s*(?=[A-Z]\s*[.:])', text):  # once 'A.x;B:y' (item 140)
+        m = re.match(r'\s*([A-Z])\s*[.:]\s*(.*)$', part, re.S)
+        if not m:
+            raise ValueError(f'choice {choice!r}: cannot read option {part!r} ("A.text; B.text")')
+        options[m.group(1)] = m.group(2).strip()
+    return options
+
+
+def certain_letter(output, options):
+    """The option an output names beyond doubt ('C', '(C)', 'C.', 'C. <its text>', or exactly one
+    option's text); None when anything else is said."""
+    text = str(output).strip()
+    m = re.fullmatch(r'[(\[]?\s*([A-Z])\s*[)\].:]?', text)
+    if m:
+        return m.group(1) if m.group(1) in options else None
+    m = re.fullmatch(r'[(\[]?\s*([A-Z])\s*[)\].:]\s*(.+)', text, re.S)
+    if m and m.group(1) in options and _norm(m.group(2)) == _norm(options[m.group(1)]):
+        return m.group(1)
+    hits = [k for k, v in options.items() if _norm(v) and _norm(v) == _norm(text)]
+    return hits[0] if len(hits) == 1 else None
 
 
 class Item:

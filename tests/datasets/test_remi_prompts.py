@@ -67,7 +67,6 @@ def test_tag_beyond_images_is_an_error_and_untagged_images_are_kept():
         prompt.interleaved_message('See <image3>', 'Maps', ['a', 'b'])
     msg = prompt.interleaved_message('See <image1>', 'Maps', ['a', 'b'])
     assert [m['value'] for m in msg if m['type'] == 'image'] == ['a', 'b']
-    assert prompt.untagged_images('See <image1>', 2) == [1]
 
 
 def test_labelled_fallback_has_all_images_with_labels():

@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from vlmeval_ext.dataset.utils.rbench_full import parse_captions, parse_choices
+from vlmeval_ext.dataset.utils.rbench_full import parse_captions
+from vlmeval_ext.offline_judge import parse_choices
 from vlmeval_ext.io import DataError, unreadable_reason
 from vlmeval_ext.spec import load_spec
 

@@ -7,7 +7,7 @@ normalized     the final answer read from the response, rounded to the precision
                4", a list of values, "-9. Actually -3.") is no answer.
 llm_extracted  the README's Llama-3.1 extraction prompt, then an exact comparison.
 
-Needs only the standard library and pandas, so it can be used without the rest of the kit.
+Standard library and pandas only.
 """
 import hashlib
 import math
@@ -28,7 +28,6 @@ EXTRACTION_PROMPT = (
     'given by the model. \n    Convert any numbers to digits (e.g., "one" to "1"). Remove any '
     "additional terms like 'approximately'.\n    Return only the extracted numeric answer, "
     'without any additional text or explanation. If no answer is provided, return "None".\n    ')
-EXTRACTION_JUDGE = 'meta-llama/Meta-Llama-3.1-8B-Instruct'
 
 SCORINGS = ('official', 'normalized', 'llm_extracted')
 TASKS = ('properties', 'function', 'series', 'transform')

@@ -172,20 +172,6 @@ def parse_verdict(reply, allowed):
     return int(stated[0]) if int(stated[0]) in allowed else None
 
 
-def parse_choices(choice):
-    """'A.running; B.Play football' -> {'A': 'running', 'B': 'Play football'}; {} for 'N'."""
-    text = str(choice or '').strip()
-    if not text or text == 'N':
-        return {}
-    options = {}
-    for part in re.split(r';\s*(?=[A-Z]\s*[.:])', text):  # once 'A.x;B:y' (item 140)
-        m = re.match(r'\s*([A-Z])\s*[.:]\s*(.*)$', part, re.S)
-        if not m:
-            raise ValueError(f'choice {choice!r}: cannot read option {part!r} ("A.text; B.text")')
-        options[m.group(1)] = m.group(2).strip()
-    return options
-
-
 def parse_captions(text):
     """A CAP answer cell ("['a cat ...', 'a dog ...']") as its list of captions (never eval)."""
     for parser in (ast.literal_eval, json.loads):
@@ -197,25 +183,6 @@ def parse_captions(text):
                 isinstance(c, str) and c.strip() for c in value):
             return list(value)
     raise ValueError(f'not a non-empty list of reference captions: {str(text)[:120]!r}')
-
-
-def _norm(text):
-    # Lower case and collapsed spaces only: punctuation can change a number ('3.5' vs '35').
-    return ' '.join(str(text).lower().split())
-
-
-def certain_letter(output, options):
-    """The option an output names beyond doubt ('C', '(C)', 'C.', 'C. <its text>', or exactly one
-    option's text); None when anything else is said."""
-    text = str(output).strip()
-    m = re.fullmatch(r'[(\[]?\s*([A-Z])\s*[)\].:]?', text)
-    if m:
-        return m.group(1) if m.group(1) in options else None
-    m = re.fullmatch(r'[(\[]?\s*([A-Z])\s*[)\].:]\s*(.+)', text, re.S)
-    if m and m.group(1) in options and _norm(m.group(2)) == _norm(options[m.group(1)]):
-        return m.group(1)
-    hits = [k for k, v in options.items() if _norm(v) and _norm(v) == _norm(text)]
-    return hits[0] if len(hits) == 1 else None
 
 
 def caption_pick(captions, seed, key):

@@ -101,11 +101,6 @@ def split_at_tags(text, n_images):
     return parts + ([('text', text[pos:])] if pos < len(text) else [])
 
 
-def untagged_images(question, n_images):
-    used = {int(m.group(1)) - 1 for m in TAG.finditer(question)}
-    return [k for k in range(n_images) if k not in used]
-
-
 def interleaved_message(question, task, images):
     """The K-th image exactly at <imageK>; images no tag names come last, in order."""
     parts = split_at_tags(prompt_text(question, task), len(images))
