@@ -1,6 +1,6 @@
 """Every benchmark's reply parser on 1 MB hostile model outputs: the worst time of each parser.
 
-The outputs are tests/helpers/hostile.py's hostile_outputs (each a pattern that once made a parser slow or crash:
+The outputs are tests/helpers/adversarial_outputs.py's hostile_outputs (each a pattern that once made a parser slow or crash:
 repeated 'answer:' without a digit, 'score' followed by spaces, 5,000 '[', 1 MB of ``` fences, ...). Each parser
 reads each output once, in one process; the table lists each parser's slowest output.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests'))
 
-from helpers.hostile import hostile_outputs, parsers  # noqa: E402
+from helpers.adversarial_outputs import hostile_outputs, parsers  # noqa: E402
 
 
 def measure(size: int) -> list[tuple[str, float, str, float]]:
@@ -48,7 +48,7 @@ def main() -> None:
     if args.out:
         n = len(hostile_outputs(64))
         lines = [f'# Reply parsers on {args.size:,}-character hostile outputs', '',
-                 f'Each parser read each of {n} hostile outputs (tests/helpers/hostile.py) once; '
+                 f'Each parser read each of {n} hostile outputs (tests/helpers/adversarial_outputs.py) once; '
                  f'{os.cpu_count()} CPUs, Python {platform.python_version()}.', '',
                  '| parser | slowest output | seconds | all outputs (s) |', '|---|---|---|---|']
         lines += [f'| {name} | {kind} | {worst:.3f} | {total:.2f} |' for name, worst, kind, total in rows]

@@ -1,6 +1,6 @@
 """Every benchmark's reply parser finishes on 1 MB hostile model outputs (linear time; no crash).
 
-Each parser reads each output of helpers.hostile in a child process; an output that a parser has not
+Each parser reads each output of helpers.adversarial_outputs in a child process; an output that a parser has not
 finished after 20 s (linear parsers take about a second at most: benchmarks/parsers_1mb.md), or that makes it
 raise, fails the test. No timing is asserted beyond that generous bound.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.hostile import hostile_outputs, parsers
+from helpers.adversarial_outputs import hostile_outputs, parsers
 
 PER_OUTPUT_S = 20
 
@@ -21,7 +21,7 @@ PER_OUTPUT_S = 20
 # thread could not be stopped while it holds the interpreter).
 CHILD = r'''
 import os, signal, sys
-from helpers.hostile import hostile_outputs, parsers
+from helpers.adversarial_outputs import hostile_outputs, parsers
 parse = parsers()[sys.argv[1]]
 kind = None
 

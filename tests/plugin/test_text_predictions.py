@@ -96,7 +96,7 @@ def test_600_bare_number_predictions_get_exactly_the_grab_rule(tmp_path, bare_nu
                                    .isdigit()).all()       # every reply is a bare number
     assert 30 < expected < 90                                # a mix of right and wrong replies under the rule
     # Items of the full GRAB (grab.json), evaluated as GRAB; no GRAB.tsv under LMUData here, so nothing to check
-    # them against (with one, answers and indices are checked: see test_hostile_data.py).
+    # them against (with one, answers and indices are checked: see test_changed_and_broken_dataset_files.py).
     (tmp_path / 'LMUData').mkdir()
     monkeypatch.setenv('LMUData', str(tmp_path / 'LMUData'))
     pred = tmp_path / f'Model_GRAB{suffix}'

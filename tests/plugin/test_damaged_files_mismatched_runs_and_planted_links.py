@@ -1,4 +1,4 @@
-"""Hostile inputs of the third adversarial pass, each through the command a user runs: damaged downloads and
+"""Damaged files, runs that do not belong together and planted links, each through the command a user runs: damaged downloads and
 sidecars, `compare` on runs that do not belong together, the report page on planted links and giant replies, and
 the bootstrap's memory on large `-RC` runs. Each test names the defect it pins; docs/RELIABILITY.md has a row for
 each."""

@@ -1,4 +1,4 @@
-"""Hostile inputs of the second adversarial pass, each pinned: prompt filling, scoring reads, judge options and
+"""Bad input at each boundary, each case pinned: prompt filling, scoring reads, judge options and
 keys, preparation and loading, the corruption engine's EXIF handling, the work-dir lock, the launcher's inputs,
 manifests and records. Each test names the defect it pins; docs/RELIABILITY.md has a row for each."""
 from __future__ import annotations
