@@ -90,3 +90,42 @@ def lmu(tmp_path, monkeypatch):
     root.mkdir()
     monkeypatch.setenv('LMUData', str(root))
     return root
+
+
+# ---- markers: what a test needs, read from its module's source (explicit and cheap) ----------------------------
+#   browser  opens the report in headless Chromium
+#   slow     runs a command in a subprocess (run.py, vlmeval-ext, a script), or sits in tests/e2e
+#   kit      imports VLMEvalKit in the test process (a dataset class, `eval`, the kit's own functions)
+# `bash tests/run.sh --fast` runs the rest, the pure tests; the full run (CI) runs everything.
+_SLOW_SIGNS = ('run_kit(', 'subprocess.', 'Popen(', 'run_examples.sh')
+_KIT_SIGNS = ('import vlmeval\n', 'from vlmeval ', 'from vlmeval.', 'import vlmeval.', 'plugin_class(', '.evaluate(',
+              "['eval'", 'build_kit_judge', 'vlmeval_ext.datasets', 'vlmeval_ext.registry import register',
+              'vlmeval_ext.launcher', 'vlmeval_ext.corrupt', 'vlmeval_ext.models', 'kit_env')
+
+
+def _needs(path: Path, cache: dict) -> set[str]:
+    if path not in cache:
+        text = path.read_text(encoding='utf-8')
+        needs = set()
+        if 'sync_playwright' in text or 'chromium' in text.lower():
+            needs.add('browser')
+        if 'e2e' in path.parts or any(sign in text for sign in _SLOW_SIGNS):
+            needs.add('slow')
+        if any(sign in text for sign in _KIT_SIGNS):
+            needs.add('kit')
+        cache[path] = needs
+    return cache[path]
+
+
+def pytest_configure(config):
+    for name, what in (('browser', 'opens the report in headless Chromium'),
+                       ('slow', 'runs a command in a subprocess, or an end-to-end run'),
+                       ('kit', 'imports VLMEvalKit in the test process')):
+        config.addinivalue_line('markers', f'{name}: {what}')
+
+
+def pytest_collection_modifyitems(config, items):
+    cache: dict = {}
+    for item in items:
+        for name in _needs(Path(str(item.fspath)), cache):
+            item.add_marker(name)

@@ -10,6 +10,9 @@
 #     py3.12      Python 3.12, ms-vlmeval 0.0.20, in .venv-py3.12: every module imports, and the demo
 #                 (the full suite runs on Python 3.11, the two legs above)
 #   bash tests/run.sh --kit ms|upstream|py3.10|py3.12 [PYTEST ARGS]   one leg only
+#   bash tests/run.sh --fast [PYTEST ARGS]   the quick loop while editing (about a minute): the tests that need no
+#                     subprocess, no browser and no kit import (markers slow, browser, kit: tests/conftest.py), in
+#                     .venv as it is (made once if missing); the full run above is what CI runs
 # Exit status: 0 when every leg that ran passed, 1 when any failed.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,6 +21,12 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLB
 export LITELLM_LOCAL_MODEL_COST_MAP=True   # the upstream kit imports litellm, which would fetch its price map
 
 legs=(ms upstream py3.10 py3.12)
+if [ "${1:-}" = --fast ]; then
+  shift
+  [ -x .venv/bin/python ] || bash scripts/setup_venv.sh || exit 1
+  exec .venv/bin/python -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" \
+    -m 'not slow and not browser and not kit' "$@"
+fi
 if [ "${1:-}" = --kit ]; then
   case "${2:-}" in
     ms|upstream|py3.10|py3.12) legs=("$2"); shift 2 ;;
