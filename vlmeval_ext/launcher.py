@@ -332,14 +332,57 @@ OURS_IN_SHORT = ('R-Bench-Full[-MCQ|-VQA|-CAP], GRAB, ReMI[_labelled|_composite]
                  'RoCOCO-I2T-<clean|attack>, RoCOCO-T2I-<mix|patch>, their *_DEMO splits and <Dataset>-RC')
 
 
-def unknown_dataset_lines(names) -> list[str]:
-    """Names neither the kit nor we know and with no TSV under $LMUData, each with a "did you mean"."""
+def kit_names_file() -> Path | None:
+    """Where the dataset names of the installed kit are kept, keyed by the bytes of the two kit files that list them
+    (found without importing the kit): a kit upgrade or an edited checkout reads its names afresh."""
+    import hashlib
+    import importlib.util
+    from vlmeval_ext.judging import cache_dir
+    spec = importlib.util.find_spec('vlmeval')
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(list(spec.submodule_search_locations)[0]) / 'dataset'
+    digest = hashlib.sha256()
+    for part in ('__init__.py', 'video_dataset_config.py'):
+        try:
+            digest.update((root / part).read_bytes())
+        except OSError:
+            return None
+    return cache_dir() / f'kit-dataset-names-{digest.hexdigest()[:16]}.json'
+
+
+def known_dataset_names(kit_loaded: bool) -> list[str] | None:
+    """Every dataset name the kit and we know. With the kit loaded: from the kit, and kept for the next run (a
+    write that fails is no error: the names are only a shortcut). Before the kit's import: the names kept by an earlier
+    run of this kit, None when there are none."""
+    from vlmeval_ext.registry import dataset_names
+    path = kit_names_file()
+    if not kit_loaded:
+        try:
+            kit_names = json.loads(path.read_text(encoding='utf-8')) if path else None
+        except (OSError, ValueError):
+            return None
+        if not isinstance(kit_names, list):
+            return None
+        return list(dict.fromkeys([*dataset_names(), *map(str, kit_names)]))
     import vlmeval.dataset as kit
     from vlmeval.dataset.video_dataset_config import supported_video_datasets
+    ours = set(dataset_names())
+    kit_names = [n for n in dict.fromkeys([*kit.SUPPORTED_DATASETS, *supported_video_datasets]) if n not in ours]
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f'{path.name}.{os.getpid()}.tmp')
+            tmp.write_text(json.dumps(kit_names), encoding='utf-8')
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return list(dict.fromkeys([*dataset_names(), *kit_names]))
 
+
+def unknown_dataset_lines(names, known: list[str]) -> list[str]:
+    """Names not in `known` (the kit's and ours) and with no TSV under $LMUData, each with a "did you mean"."""
     from vlmeval_ext.io import lmu_data_root
-    from vlmeval_ext.registry import dataset_names
-    known = list(dict.fromkeys([*dataset_names(), *kit.SUPPORTED_DATASETS, *supported_video_datasets]))
     lines = []
     for name in names:
         if name in known or _ours(name) or os.path.exists(os.path.join(lmu_data_root(), f'{name}.tsv')):
@@ -924,6 +967,13 @@ def _run(argv: list[str]) -> int:
     names = config_dataset_names(config, early.data)
     check_our_datasets(names)
     fmt, fmt_line = check_prediction_format(names, os.environ)
+    known = known_dataset_names(kit_loaded=False) if not config else None
+    if known is not None:                  # a name no one knows: said before the kit's import, as after it
+        lines = unknown_dataset_lines(names, known)
+        if lines:
+            for line in lines:
+                say(line, 'ERROR')
+            return 2
     # -- the kit
     from vlmeval_ext.registry import register
     register()
@@ -934,7 +984,7 @@ def _run(argv: list[str]) -> int:
     kit_judge_args, options = judge_options_of(args.judge_args)
     plan = plan_of(args, config)
     if not config:
-        lines = unknown_dataset_lines(plan.datasets)
+        lines = unknown_dataset_lines(plan.datasets, known_dataset_names(kit_loaded=True))
         if lines:
             for line in lines:
                 say(line, 'ERROR')
