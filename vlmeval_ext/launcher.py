@@ -473,7 +473,7 @@ def one_image_model_lines(plan: RunPlan, argv: list[str]) -> list[str]:
     """One line per model x ReMI dataset whose questions the model could not receive: the interleaved and labelled
     modes with a model class of INTERLEAVE = False, which the kit's BaseModel.message_to_promptimg sends the first
     image and the joined texts only. Checked before any model is built."""
-    from vlmeval_ext.dataset.remi import split_and_mode
+    from vlmeval_ext.dataset.utils.remi import split_and_mode
     from vlmeval_ext.registry import benchmark_of
     lines = []
     for model in plan.models:

@@ -100,7 +100,7 @@ def test_composite_fallback_one_labelled_image(tmp_path):
 
 
 def test_the_three_input_modes_share_one_split():
-    from vlmeval_ext.dataset.remi import split_and_mode
+    from vlmeval_ext.dataset.utils.remi import split_and_mode
     assert split_and_mode('ReMI') == ('ReMI', 'interleaved')
     assert split_and_mode('ReMI_labelled') == ('ReMI', 'labelled')
     assert split_and_mode('ReMI_DEMO_composite') == ('ReMI_DEMO', 'composite')

@@ -125,8 +125,8 @@ def test_commands_that_import_the_kit_do_not_show_its_env_notice(tmp_path):
 
 
 def test_report_and_tool_commands_run_without_the_kit(tmp_path):
-    """Not only their --help: summary, leaderboard, diff-manifests, corrupt-image, rococo gallery and rococo score
-    do their work without importing the kit or torch."""
+    """Not only their --help: summary, leaderboard, report, diff-manifests, corrupt-image, rococo gallery and
+    rococo score do their work without importing the kit or torch."""
     import numpy as np
 
     from vlmeval_ext.prepare.demos import gallery_files
@@ -135,6 +135,8 @@ def test_report_and_tool_commands_run_without_the_kit(tmp_path):
     model_dir.mkdir(parents=True)
     pred = _demo_predictions(model_dir, 'GRAB_DEMO')
     assert _probe(['eval', '--data', 'GRAB_DEMO', '--pred', pred], env=env)[0]['code'] == 0
+    remi = _demo_predictions(model_dir, 'ReMI_DEMO')           # the report reads ReMI's input mode too
+    assert _probe(['eval', '--data', 'ReMI_DEMO', '--pred', remi], env=env)[0]['code'] == 0
     manifest = str(model_dir / 'mymodel_GRAB_DEMO_manifest.json')
     ann = next(p for p in gallery_files() if p.name == 'same_concept.json')
     entries = json.loads(ann.read_text())
@@ -142,6 +144,7 @@ def test_report_and_tool_commands_run_without_the_kit(tmp_path):
     np.save(tmp_path / 'img.npy', rng.standard_normal((len(entries), 8)).astype(np.float32))
     np.save(tmp_path / 'txt.npy', rng.standard_normal((sum(len(e['caption']) for e in entries), 8)).astype(np.float32))
     for argv in (['summary', str(tmp_path / 'work')],
+                 ['report', str(tmp_path / 'work')],
                  ['leaderboard', '--data', 'GRAB_DEMO', '--work-dir', str(tmp_path / 'work'), '--out',
                   str(tmp_path / 'lb')],
                  ['diff-manifests', manifest, manifest],

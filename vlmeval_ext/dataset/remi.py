@@ -24,18 +24,9 @@ from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file
 
 from .utils.remi import (TABLE_HEADER, composite_message, interleaved_message, is_infer_fail,
                          labelled_message, make_composite, read_text_table, result_table,
-                         score_item, summarise, task_rows)
+                         score_item, split_and_mode, summarise, task_rows)
 
 logger = get_logger(__name__)
-MODES = {'_labelled': 'labelled', '_composite': 'composite'}
-
-
-def split_and_mode(dataset):
-    """'ReMI_composite' -> ('ReMI', 'composite'): the three modes share one TSV."""
-    for suffix, mode in MODES.items():
-        if dataset.endswith(suffix):
-            return dataset[:-len(suffix)], mode
-    return dataset, 'interleaved'
 
 
 class ReMI(ImageBaseDataset):

@@ -336,7 +336,7 @@ class ReMIReport(Report):
                 'items': score['counts']['items']}
 
     def run_record(self, dataset):
-        from vlmeval_ext.dataset.remi import split_and_mode
+        from vlmeval_ext.dataset.utils.remi import split_and_mode
         from vlmeval_ext.dataset.utils.remi import APPENDIX, COMMON
         return {'input_mode': split_and_mode(dataset)[1], 'judge': {'model': None, 'mode': 'rule-based (no judge)'},
                 'prompts': {'appendix_common': COMMON, **APPENDIX}}

@@ -217,7 +217,7 @@ def grab_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
 
 
 def remi_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
-    from vlmeval_ext.dataset.remi import split_and_mode
+    from vlmeval_ext.dataset.utils.remi import split_and_mode
     from vlmeval_ext.dataset.utils.remi import split_at_tags
     items, preds = _read(stem_path(eval_file, '_items.tsv')), _read(eval_file)
     if items is None or preds is None:

@@ -23,6 +23,17 @@ from collections import Counter
 
 import pandas as pd
 
+MODES = {'_labelled': 'labelled', '_composite': 'composite'}
+
+
+def split_and_mode(dataset):
+    """'ReMI_composite' -> ('ReMI', 'composite'): the three modes share one TSV."""
+    for suffix, mode in MODES.items():
+        if dataset.endswith(suffix):
+            return dataset[:-len(suffix)], mode
+    return dataset, 'interleaved'
+
+
 TASKS = ('EmojiAlgebra', 'FuncRead', 'GeomShape', 'GeomCost', 'Collisions', 'Clocks', 'Schedule',
          'Charts', 'CodeEdit', 'Isomorphism', 'Maps', 'RefCoco', 'IQ')
 # The snippet's QUESTION_APPENDICES, verbatim (typos included: the model sees the paper's prompt).
