@@ -46,17 +46,16 @@ def cmd_run(argv):
     return run(argv)
 
 
-def judge_kwargs_of(args) -> dict:
-    from vlmeval_ext.launcher import judge_options_of, refuse_secrets
+def eval_judge_kwargs(args) -> dict:
+    """`eval`'s judge arguments: the launcher's (one builder for run.py and eval), plus eval's own --api-nproc and
+    --retry."""
+    from vlmeval_ext.launcher import judge_kwargs_of, judge_options_of, refuse_secrets
     refuse_secrets([args.judge_args or '', args.judge_base_url or ''])
     kit_args, options = judge_options_of(args.judge_args)
-    kwargs = {'nproc': args.api_nproc, 'timeout': args.judge_timeout, **kit_args, **options}
+    kwargs = judge_kwargs_of(args, {**kit_args, **options})
+    kwargs.setdefault('nproc', args.api_nproc)
     if args.retry is not None and 'judge_retries' not in options:
         kwargs['judge_retries'] = args.retry
-    if args.judge:
-        kwargs['model'] = args.judge
-    if args.judge_base_url:
-        kwargs['api_base'] = f"{args.judge_base_url.rstrip('/')}/chat/completions"
     return kwargs
 
 
@@ -80,7 +79,7 @@ def cmd_eval(argv):
     if not os.path.isfile(args.pred):
         raise ExtError(f'predictions file {args.pred} not found')
     record = _record(args.data)
-    kwargs = judge_kwargs_of(args)
+    kwargs = eval_judge_kwargs(args)
     from vlmeval_ext.interrupt import EXIT_STATUS, handling_ctrl_c, interrupted
     from vlmeval_ext.launcher import interrupted_line
     from vlmeval_ext.registry import load_object, register

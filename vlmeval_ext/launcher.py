@@ -594,6 +594,8 @@ def judge_preflight(args, judge_kwargs: dict, names) -> None:
 
 
 def judge_kwargs_of(args, judge_args: dict) -> dict:
+    """The judge arguments a dataset's evaluate gets, for run.py and `vlmeval-ext eval` alike: `judge_args` (from
+    --judge-args), then --judge, --judge-base-url and --judge-timeout (a timeout in --judge-args wins)."""
     kwargs = dict(judge_args)
     if getattr(args, 'judge', None):
         kwargs['model'] = args.judge
