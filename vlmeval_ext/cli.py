@@ -83,7 +83,7 @@ def cmd_eval(argv):
     from vlmeval_ext.interrupt import EXIT_STATUS, handling_ctrl_c, interrupted
     from vlmeval_ext.launcher import interrupted_line
     from vlmeval_ext.registry import load_object, register
-    register()
+    register(redact_logs=True, quiet_notices=True)
     cls = load_object(record.plugin_class)
     try:
         with handling_ctrl_c(interrupted_line):

@@ -978,7 +978,7 @@ def _run(argv: list[str]) -> int:
             return 2
     # -- the kit
     from vlmeval_ext.registry import register
-    register()
+    register(redact_logs=True, quiet_notices=True)
     kit_ns = entry.namespace()
     args = kit_args(kit_ns, entry, argv)
     # the kit's view of every value (its --key default is a placeholder: the command line was checked above)

@@ -209,16 +209,19 @@ def plugin_class(name: str):
     return load_object(record.plugin_class)
 
 
-def register(redact_logs: bool = True) -> None:
+def register(redact_logs: bool = False, quiet_notices: bool = False) -> None:
     """Register every dataset and model of vlmeval-ext into the installed VLMEvalKit (imports the kit).
 
     Idempotent. Our classes go in front of the kit's `DATASET_CLASSES` (a kit class that matches names loosely
     must not take ours), their names into `SUPPORTED_DATASETS`, the classes as attributes of `vlmeval.dataset`
-    and `vlmeval.vlm` (--config "class" lookup), our models into `supported_VLM`. With `redact_logs` no log line
-    of the kit or ours can carry an API key (vlmeval_ext.secrets). Raises KitNotInstalled without a kit.
+    and `vlmeval.vlm` (--config "class" lookup), our models into `supported_VLM`. Nothing else of the process
+    changes unless asked, as our run.py and commands do: `redact_logs` installs a log-record factory so that no log
+    line of the kit or ours can carry an API key (vlmeval_ext.secrets); `quiet_notices` hides the kit's notice about
+    its optional .env file (vlmeval_ext.logs). Raises KitNotInstalled without a kit.
     """
-    from vlmeval_ext.logs import quiet_kit_notices
-    quiet_kit_notices()
+    if quiet_notices:
+        from vlmeval_ext.logs import quiet_kit_notices
+        quiet_kit_notices()
     kit_dataset = import_kit('vlmeval.dataset')
     kit_config = import_kit('vlmeval.config')
     kit_vlm = import_kit('vlmeval.vlm')

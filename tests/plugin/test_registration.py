@@ -25,7 +25,8 @@ def _python(code: str, *flags: str) -> subprocess.CompletedProcess:
 
 
 def test_import_changes_nothing_until_register_is_called():
-    """`import vlmeval_ext` imports no kit and installs no hook; the kit knows our names only after register()."""
+    """`import vlmeval_ext` imports no kit and installs no hook; the kit knows our names only after register(),
+    which changes the process's logging only when asked (the CLI does)."""
     code = f'''
 import json, sys
 sys.path.insert(0, {str(REPO_ROOT)!r})
@@ -38,17 +39,24 @@ import vlmeval.dataset as kit
 import vlmeval_ext.datasets                        # defining our classes registers nothing either
 out['before'] = 'GRAB_DEMO' in kit.SUPPORTED_DATASETS or any(c.__module__.startswith('vlmeval_ext')
                                                                for c in kit.DATASET_CLASSES)
+import logging
+factory, filters = logging.getLogRecordFactory(), list(logging.getLogger().filters)
 vlmeval_ext.register()
 vlmeval_ext.register()
 out['after'] = kit.SUPPORTED_DATASETS.count('GRAB_DEMO')
 out['classes'] = sum(c.__module__.startswith('vlmeval_ext') for c in kit.DATASET_CLASSES)
+# for library use nothing process-wide changes; the CLI asks for its log handling
+out['logging_unchanged'] = (logging.getLogRecordFactory() is factory and logging.getLogger().filters == filters)
+vlmeval_ext.register(redact_logs=True, quiet_notices=True)
+out['cli_logging'] = (logging.getLogRecordFactory() is not factory
+                      and len(logging.getLogger().filters) == len(filters) + 1)
 print(json.dumps(out))
 '''
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {'kit_imported': False, 'torch_imported': False, 'finders_unchanged': True, 'before': False,
-                   'after': 1, 'classes': 6}
+                   'after': 1, 'classes': 6, 'logging_unchanged': True, 'cli_logging': True}
 
 
 def test_every_class_registered_once_with_its_own_names(kit):
