@@ -78,12 +78,12 @@ def _main_thread_writing() -> bool:
 def _end_now() -> None:
     """End the process now, but never in the middle of a kit file write (an os._exit there leaves a cut
     checkpoint or progress file, whose every answer is then lost): wait for the write, up to WRITE_WAIT_S."""
+    line = _state['summary']() if callable(_state['summary']) else 'interrupted'
+    print(f'\n[vlmeval-ext] {line}', file=sys.stderr, flush=True)
     deadline = time.monotonic() + WRITE_WAIT_S
     while _main_thread_writing() and time.monotonic() < deadline:
         time.sleep(0.01)
-    line = _state['summary']() if callable(_state['summary']) else 'interrupted'
-    print(f'\n[vlmeval-ext] {line}', file=sys.stderr, flush=True)
-    os._exit(EXIT_STATUS)
+    os._exit(EXIT_STATUS)                  # right after the check: no time for a new write to start
 
 
 def _handler(signum, frame):
