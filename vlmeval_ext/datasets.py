@@ -392,14 +392,14 @@ RESULT_SUFFIXES = ('.json', '.csv', '.tsv', '.xlsx', '.png', '.md')
 
 
 def _progress(path: str) -> dict | None:
-    """A kit dialect's judge progress file, read only ({} when absent, None when unreadable: the evaluation then
-    moves it aside and says so)."""
+    """A kit dialect's judge progress file, read only ({} when absent; None when cut short, the failures the kit
+    dialect's load_progress catches too: the evaluation then moves it aside and says so in one line)."""
     try:
         with open(path, 'rb') as f:
             data = pickle.load(f)
     except FileNotFoundError:
         return {}
-    except Exception:
+    except (EOFError, pickle.UnpicklingError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 

@@ -369,7 +369,7 @@ def known_dataset_names(kit_loaded: bool) -> list[str] | None:
     from vlmeval.dataset.video_dataset_config import supported_video_datasets
     ours = set(dataset_names())
     kit_names = [n for n in dict.fromkeys([*kit.SUPPORTED_DATASETS, *supported_video_datasets]) if n not in ours]
-    if path is not None:
+    if path is not None and not path.is_file():      # keyed by the kit's files: written once per kit
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f'{path.name}.{os.getpid()}.tmp')
