@@ -110,14 +110,14 @@ def test_compare_refuses_an_incomplete_evaluation(tmp_path):
     assert 'its evaluation is incomplete (M_GRAB_DEMO_score_incomplete.json' in line, line
 
 
-def test_compare_reads_rbench_efficient_mode_and_names_the_mode(tmp_path):
+def test_compare_reads_rbench_efficient_mode_and_names_the_mode(tmp_path, monkeypatch):
     from helpers.loopback_server import LoopbackServer
     from helpers.rbench_play import BROKEN, DATA, _demo, judge_reply, model_output
     demo = _demo()
     frame = demo.drop(columns=['image']).copy()
     frame['prediction'] = [model_output(demo[(demo.pair_id == r['pair_id']) & (demo.variant == 'ref')].iloc[0],
                                         r['variant']) for r in demo.to_dict('records')]
-    assert BROKEN['marker'] is None
+    monkeypatch.setitem(BROKEN, 'marker', None)     # every item judged: no reply without a verdict
     paths = {}
     with LoopbackServer() as server:
         server.default = lambda body: judge_reply(json.dumps(body['messages']))
