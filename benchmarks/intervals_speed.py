@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / 'tests'))
 
 from helpers.fixtures import llava15_items, unpacked_fixtures  # noqa: E402
-from vlmeval_ext.records import intervals  # noqa: E402
+from vlmeval_ext.plugin import grab, rbench, rococo_retrieval  # noqa: E402
 
 
 def rbench_scores(folder: Path, rng) -> Path:
@@ -92,13 +92,13 @@ def main():
         t2i = rococo_ranks(tmp, rng, 'RoCOCO-T2I-mix', 25010, ['1', '10', '100'])
         cases = [
             ('R-Bench-Full', '1,485 pairs (2,970 predictions)', 'stratified bootstrap, 2,000 resamples',
-             lambda: intervals.rbench(pd.read_csv(rb, dtype=str, keep_default_na=False))),
+             lambda: rbench.item_intervals(pd.read_csv(rb, dtype=str, keep_default_na=False))),
             ('GRAB', '2,170 items x 3 scorings', 'Wilson',
-             lambda: intervals.grab(pd.read_csv(gr, sep='\t', dtype=str, keep_default_na=False))),
+             lambda: grab.item_intervals(pd.read_csv(gr, sep='\t', dtype=str, keep_default_na=False))),
             ('RoCOCO-I2T-mix', '5,000 image queries', 'cluster bootstrap over 5,000 images',
-             lambda: intervals.rococo_retrieval(pd.read_csv(i2t, sep='\t'))),
+             lambda: rococo_retrieval.item_intervals(pd.read_csv(i2t, sep='\t'))),
             ('RoCOCO-T2I-mix', '25,010 caption queries x 3 seeds', 'cluster bootstrap over 5,000 images',
-             lambda: intervals.rococo_retrieval(pd.read_csv(t2i, sep='\t'))),
+             lambda: rococo_retrieval.item_intervals(pd.read_csv(t2i, sep='\t'))),
         ]
         for name, size, method, fn in cases:
             block = fn()

@@ -558,7 +558,7 @@ class RoCOCORetrieval(PluginDataset, rococo_retrieval.RoCOCORetrieval):
 
     def extend_score(self, score: dict, eval_file: str) -> None:
         if self_model(eval_file, self.dataset_name) in SMOKE_TEST_MODELS:
-            from vlmeval_ext.records.benchmarks import SMOKE_TEST_NOTE
+            from vlmeval_ext.plugin.rococo_retrieval import SMOKE_TEST_NOTE
             score['note'] = SMOKE_TEST_NOTE
             say_once(f'[RoCOCO] {SMOKE_TEST_NOTE}')
 

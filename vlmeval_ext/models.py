@@ -1,8 +1,8 @@
 """The plugin's own kit models. Neither is a model of anything; both need no weights.
 
 - `Naive-Baseline` answers every prompt with the naive baseline of the benchmark it is evaluated on (the first
-  option of an MCQ, 0 for a GRAB value, ...; vlmeval_ext.baselines): the demo runs the whole pipeline offline, and
-  its scores are the floor any real model should beat.
+  option of an MCQ, 0 for a GRAB value, ...; `naive_answer` in vlmeval_ext/plugin/<bench>.py): the demo runs the
+  whole pipeline offline, and its scores are the floor any real model should beat.
 - `RoCOCO-Smoke-Hash` is a smoke test of the retrieval pipeline: captions as signed feature hashes of their words,
   images as the centred grey pixels of a thumbnail. The two share no meaning, so its recalls are about chance:
   they check the plumbing and are never compared with the paper.

@@ -9,8 +9,9 @@ A record joins the two layers of a benchmark:
   vlmeval_ext/dataset/utils/<bench>.py), the file that goes upstream as it is; `names` are its dataset names;
 - `plugin_class` (vlmeval_ext.datasets): that class with what the plugin adds (the demo splits, strict loading
   checks, the cached judge, coverage, intervals, plots); it is what `register()` puts into the kit;
-- the plugin's own steps: `prepare` (the official release -> the kit TSV), `naive` (the weight-free baseline's
-  answer), `report` (summary row, run record, plots; vlmeval_ext.records.benchmarks).
+- the plugin's own half, one file `vlmeval_ext/plugin/<bench>.py`: `report` (its REPORT: summary row, run record,
+  plots, intervals, the headlines `compare` tests, its report-page section) and `naive` (the weight-free baseline's
+  answer); and `prepare` (the official release -> the kit TSV, vlmeval_ext/prepare/<bench>.py).
 
 `register()` puts the plugin classes and models into the kit's own tables, the same way in ms-vlmeval and in an
 upstream checkout (the kit has no plugin hook). Nothing calls it implicitly: `import vlmeval_ext` changes nothing.
@@ -94,7 +95,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                             'prediction'),
         answer_columns=('answer', 'choice', 'type'),
         prepare='vlmeval_ext.prepare.rbench:prepare', prepare_options=('allow_subset',),
-        naive='vlmeval_ext.baselines:rbench', report='vlmeval_ext.records.benchmarks:RBENCH', spec='rbench',
+        naive='vlmeval_ext.plugin.rbench:naive_answer', report='vlmeval_ext.plugin.rbench:REPORT', spec='rbench',
         judge='required'),
     Benchmark(
         key='GRAB', title='GRAB', kit_class='vlmeval_ext.dataset.grab:GRAB', plugin_class='vlmeval_ext.datasets:GRAB',
@@ -103,7 +104,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         required_columns=('index', 'pid', 'question', 'answer', 'task', 'category', 'complexity', 'image'),
         prediction_columns=('index', 'question', 'answer', 'task', 'category', 'complexity', 'prediction'),
         prepare='vlmeval_ext.prepare.grab:prepare', prepare_options=('allow_subset',),
-        naive='vlmeval_ext.baselines:grab', report='vlmeval_ext.records.benchmarks:GRAB', spec='grab',
+        naive='vlmeval_ext.plugin.grab:naive_answer', report='vlmeval_ext.plugin.grab:REPORT', spec='grab',
         judge='optional'),
     Benchmark(
         key='ReMI', title='ReMI', kit_class='vlmeval_ext.dataset.remi:ReMI', plugin_class='vlmeval_ext.datasets:ReMI',
@@ -114,7 +115,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         required_columns=('index', 'question', 'answer', 'task', 'image'),
         prediction_columns=('index', 'prediction', 'answer', 'task'),
         prepare='vlmeval_ext.prepare.remi:prepare', prepare_options=('allow_subset',),
-        naive='vlmeval_ext.baselines:remi', report='vlmeval_ext.records.benchmarks:REMI', spec='remi'),
+        naive='vlmeval_ext.plugin.remi:naive_answer', report='vlmeval_ext.plugin.remi:REPORT', spec='remi'),
     Benchmark(
         key='RoCOCO-MCQ', title='RoCOCO-MCQ', kit_class='vlmeval_ext.dataset.rococo_mcq:RoCOCOMCQ',
         plugin_class='vlmeval_ext.datasets:RoCOCOMCQ',
@@ -125,7 +126,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         prediction_columns=('index', 'question', 'A', 'B', 'C', 'answer', 'twin', 'prediction'),
         answer_columns=('answer', 'twin', 'A', 'B', 'C'),
         prepare='vlmeval_ext.prepare.rococo:prepare', prepare_options=('coco_root',),
-        naive='vlmeval_ext.baselines:rococo_mcq', report='vlmeval_ext.records.benchmarks:ROCOCO_MCQ',
+        naive='vlmeval_ext.plugin.rococo_mcq:naive_answer', report='vlmeval_ext.plugin.rococo_mcq:REPORT',
         spec='rococo'),
     Benchmark(
         key='RoCOCO-retrieval', title='RoCOCO retrieval',
@@ -139,7 +140,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                             'prediction'),
         answer_columns=(),
         prepare='vlmeval_ext.prepare.rococo:prepare', prepare_options=('coco_root',),
-        report='vlmeval_ext.records.benchmarks:ROCOCO_RETRIEVAL', spec='rococo', judge='embeddings',
+        report='vlmeval_ext.plugin.rococo_retrieval:REPORT', spec='rococo', judge='embeddings',
         export_extra=('vlmeval_ext.vlm.rococo_embedding',), kit_models=_ROCOCO_EMBEDDERS),
 )
 
@@ -147,7 +148,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
 CORRUPTED = Benchmark(
     key='-RC', title='<Dataset>-RC (paired robustness)', kit_class='', plugin_class='vlmeval_ext.corrupt.dataset:CorruptedDataset',
     names=(), required_columns=('index', 'image', 'variant', 'pair_id', 'distortion', 'strength'),
-    report='vlmeval_ext.records.benchmarks:CORRUPTED', spec='corrupt')
+    report='vlmeval_ext.plugin.corrupted:REPORT', spec='corrupt')
 RC_SUFFIX = '-RC'
 # Result files of a non-default judge mode carry its tag (`<stem>_efficient_score.json`): official and efficient
 # results of the same predictions sit side by side.

@@ -6,7 +6,8 @@ import io
 import pandas as pd
 import pytest
 
-from vlmeval_ext.baselines import RBENCH_ANSWERS, rbench
+from vlmeval_ext.plugin.rbench import RBENCH_ANSWERS
+from vlmeval_ext.plugin.rbench import naive_answer as rbench
 from vlmeval_ext.dataset.utils.rbench_full import pair_rows, scorable
 from vlmeval_ext.dataset.utils import rbench_full as B
 from vlmeval_ext.dataset.utils.rbench_full import model_prompt, read_text_table

@@ -59,7 +59,7 @@ def test_reusable_for_other_metrics():
 
 
 def test_plots_and_the_report_cli(official_rows, tmp_path, capsys):
-    from vlmeval_ext.records.benchmarks import RBENCH
+    from vlmeval_ext.plugin.rbench import REPORT as RBENCH
     rows = [dict(r) for r in official_rows]
     rows[0]['score_com'] = None
     scores_csv = tmp_path / 'LLaVA_R-Bench-Full_scores.csv'

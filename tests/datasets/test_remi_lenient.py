@@ -210,7 +210,7 @@ def test_evaluate_and_report_files(tmp_path):
     import pandas as pd
 
     from vlmeval_ext.dataset.remi import ReMI
-    from vlmeval_ext.records.benchmarks import REMI
+    from vlmeval_ext.plugin.remi import REPORT as REMI
     rows = [{'index': i, 'task': r['task'], 'answer': r['answer'], 'question': 'q',
              'prediction': p} for i, (r, p) in enumerate(zip(_rows(), _PREDICTIONS))]
     path = tmp_path / 'M_ReMI_DEMO_composite.tsv'

@@ -223,8 +223,8 @@ def test_rc_intervals_and_compare_on_60000_pairs_stay_under_half_a_gigabyte(tmp_
         (tmp_path / side / 'M_AI2D_TEST-RC.tsv').write_text('index\tprediction\n')
         _rc_scores(seed).to_csv(tmp_path / side / 'M_AI2D_TEST-RC_rc_scores.csv', index=False)
     scores = str(tmp_path / 'a' / 'M_AI2D_TEST-RC_rc_scores.csv')
-    intervals = _peak_mb(f"import pandas as pd\nfrom vlmeval_ext.records import intervals\n"
-                         f"block = intervals.rc(pd.read_csv({scores!r}))\n"
+    intervals = _peak_mb(f"import pandas as pd\nfrom vlmeval_ext.plugin.corrupted import item_intervals\n"
+                         f"block = item_intervals(pd.read_csv({scores!r}))\n"
                          "low, high = block['ci95']['absolute']['Overall']\nassert 0 < low < high < 1", tmp_path)
     compare = _peak_mb("from vlmeval_ext.records.compare import compare_main\n"
                        f"compare_main([{str(tmp_path / 'a' / 'M_AI2D_TEST-RC.tsv')!r}, "

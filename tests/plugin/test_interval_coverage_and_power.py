@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from helpers.rbench_population import population
+from vlmeval_ext.plugin import rbench, rococo_retrieval
 from vlmeval_ext.records import intervals as I
 from vlmeval_ext.records.compare import mcnemar, mcnemar_interval, p_text
 
@@ -59,7 +60,7 @@ def test_a_constant_cell_gets_the_exact_interval_not_zero_width():
     scores = pd.DataFrame({'pair_id': range(16), 'name': 'x', 'type': ['CAP'] * 8 + ['MCQ'] * 8,
                            'distortion': 1, 'strength': 1, 'score_ref': 1.0, 'score_com': 1.0,
                            'score_dis': [0.0] * 8 + [1.0, 0.0] * 4})
-    block = I.rbench(scores)
+    block = rbench.item_intervals(scores)
     assert block['ci95']['absolute']['CAP'] == [0.0, 0.3694]
     widths = [hi - lo for metric in block['ci95'].values() for iv in metric.values() if iv for lo, hi in [iv]]
     assert widths and min(widths) > 0
@@ -68,7 +69,7 @@ def test_a_constant_cell_gets_the_exact_interval_not_zero_width():
 def test_retrieval_with_every_query_missed_is_not_certain():
     ranks = pd.DataFrame({'seed': '-', 'query': range(40), 'cluster': np.repeat(range(8), 5), 'rank': 20,
                           'top1_false': 1})
-    block = I.rococo_retrieval(ranks)
+    block = rococo_retrieval.item_intervals(ranks)
     assert block['ci95']['metrics']['R@1'] == [0.0, 36.9417]           # 0 of 8 images
     assert block['ci95']['metrics']['false_rate'] == [63.0583, 100.0]
 
@@ -139,7 +140,7 @@ def test_compare_interval_excludes_zero_exactly_when_mcnemar_rejects():
 
 def test_p_values_print_in_scientific_notation_when_tiny():
     assert p_text(9.094947e-13) == '9.1e-13' and p_text(0.125) == '0.1250' and p_text(1.0) == '1.0000'
-    assert math.copysign(1, I._r(-0.00001)) == 1.0                       # rounding never gives -0.0
+    assert math.copysign(1, I.rounded(-0.00001)) == 1.0                       # rounding never gives -0.0
 
 
 def _official_rows(items, reply):
@@ -175,7 +176,7 @@ def test_judge_noise_from_one_run_predicts_the_spread_of_reruns(fixtures_dir):
     estimated = {'absolute': [], 'relative': []}
     for seed in range(30):
         rows = _official_rows(items, bench.noisy_judge(0.8, seed))
-        noise = I.rbench_judge_noise(rows)
+        noise = rbench.judge_noise(rows)
         for metric in overall:
             dis, ref, com = (pd.to_numeric(rows[f'score_{k}']) for k in ('dis', 'ref', 'com'))
             overall[metric].append((dis if metric == 'absolute' else com * ref).mean())
@@ -191,7 +192,7 @@ def test_judge_noise_leaves_out_a_failed_score_and_reads_repeats():
                          'verdicts_dis': ['2,2,1,2,1', 'no verdict in (0, 1, 2) in 3 replies'],
                          'score_ref': ['1.0', '1.0'], 'verdicts_ref': ['2,2,2,2,2', '2,2,2,2,2'],
                          'score_com': ['1.0', '1.0'], 'verdicts_com': ['2,2,2,2,2', '2,2,2,2,2']})
-    noise = I.rbench_judge_noise(rows)
+    noise = rbench.judge_noise(rows)
     # one scored item: var(score) = 5 s^2 / (2 x 5)^2 = s^2 / 20 (the failed one is left out)
     assert noise['absolute']['Overall'] == pytest.approx(math.sqrt(np.var([2, 2, 1, 2, 1], ddof=1) / 20), abs=1e-5)
     assert noise['relative']['Overall'] == 0.0                       # every repeat agreed

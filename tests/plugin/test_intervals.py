@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vlmeval_ext.plugin import grab, rococo_retrieval
 from vlmeval_ext.records import intervals as I
 from vlmeval_ext.registry import benchmark_of, plugin_class
 
@@ -41,7 +42,7 @@ def test_clustered_queries_need_the_images_as_clusters():
     runs = 400
     for _ in range(runs):
         ranks = _retrieval_run(rng)
-        lo, hi = I.rococo_retrieval(ranks)['ci95']['metrics']['R@1']
+        lo, hi = rococo_retrieval.item_intervals(ranks)['ci95']['metrics']['R@1']
         clustered += lo <= truth <= hi
         n_lo, n_hi = I.wilson(int((ranks['rank'] < 1).sum()), len(ranks))
         naive += n_lo <= truth <= n_hi
@@ -53,7 +54,7 @@ def test_a_cell_with_fewer_than_two_items_has_no_interval():
     assert I.wilson(1, 1) is None and I.text(None) == 'n<2'
     items = pd.DataFrame({'official': ['1', '0', '1'], 'task': ['a', 'a', 'b'], 'category': 'c',
                           'complexity': ['1', '1', '2']})
-    block = I.grab(items)
+    block = grab.item_intervals(items)
     assert block['ci95']['official']['task']['b'] is None and block['ci95_n']['official']['task']['b'] == 1
     assert block['ci95']['official']['Overall'] is not None and 'Overall' not in block.get('ci95_n', {}).get(
         'official', {})

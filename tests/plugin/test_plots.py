@@ -8,8 +8,8 @@ import math
 import pandas as pd
 
 from vlmeval_ext.prepare.demos import GRAB_DEMO_TSV
-from vlmeval_ext.records import benchmarks as grab_report
-from vlmeval_ext.records import benchmarks as rb_report
+from vlmeval_ext.plugin import grab as grab_report
+from vlmeval_ext.plugin import rbench as rb_report
 from vlmeval_ext.records.plots import run_title
 
 

@@ -227,7 +227,7 @@ class CorruptedDataset(LoadingChecks, _TextTSV):
                    'pairs_excluded_from_relative': excluded, 'failures': failures,
                    'failed_rows': sum(v['failed'] for v in per_variant.values()),
                    'empty_rows': sum(v['empty'] for v in per_variant.values()), 'approximations': note}
-        from vlmeval_ext.records.intervals import rc as rc_intervals
+        from vlmeval_ext.plugin.corrupted import item_intervals as rc_intervals
         summary.update(rc_intervals(pd.DataFrame(rows, columns=['pair_id', 'type', 'distortion', 'strength',
                                                                 'score_ref', 'score_dis', 'score_com'])))
         write_json(summary, stem_path(eval_file, '_score.json'))
@@ -235,7 +235,7 @@ class CorruptedDataset(LoadingChecks, _TextTSV):
                                    judge.block, note)
         with open(stem_path(eval_file, '_robustness.md'), 'w', encoding='utf-8') as f:
             f.write(report)
-        from vlmeval_ext.records.benchmarks import plot_radar, plot_task_strength
+        from vlmeval_ext.plugin.rbench import plot_radar, plot_task_strength
         from vlmeval_ext.records.plots import model_of_file, no_plot_line, run_title
         title = run_title(self.dataset_name, model_of_file(eval_file, self.dataset_name), judge.name, len(rows),
                           len(rows) - excluded)

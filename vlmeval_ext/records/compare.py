@@ -78,80 +78,22 @@ class Headline:
         return 1.0 / (sizes * len(set(self.groups)))
 
 
-# ------------------------------------------------------------------------------------------- per benchmark
-def _table(path: Path) -> pd.DataFrame:
+# ------------------------------------------------------------------------- reading a benchmark's per-item file
+def item_table(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise CompareError(f'{path}: not found: evaluate the predictions first (`vlmeval-ext eval --data NAME '
                            '--pred FILE`), then compare')
     return pd.read_csv(path, sep='\t' if path.suffix == '.tsv' else ',', dtype=str, keep_default_na=False)
 
 
-def _num(series) -> np.ndarray:
+def num(series) -> np.ndarray:
     return pd.to_numeric(series.map(lambda v: {'True': 1, 'False': 0}.get(v, v)), errors='coerce').to_numpy(float)
 
 
-def _plain(name, unit, keys, values, strata=None, binary=True, judged=False) -> Headline:
+def plain(name, unit, keys, values, strata=None, binary=True, judged=False) -> Headline:
     n = len(keys)
     return Headline(name, unit, list(keys), values, np.zeros(n, int) if strata is None else strata, np.arange(n),
                     binary, judged=judged)
-
-
-def grab(eval_file: Path) -> list[Headline]:
-    items = _table(Path(stem_path(eval_file, '_items.tsv')))
-    keys = items['index'].tolist()
-    return [_plain(f'{s} Overall', '%', keys, _num(items[s]), judged=s == 'llm_extracted')
-            for s in ('official', 'normalized', 'llm_extracted') if s in items and items[s].ne('').any()]
-
-
-def rbench(eval_file: Path, tag: str = '') -> list[Headline]:
-    rows = _table(Path(stem_path(eval_file, f'{tag}_scores.csv')))
-    keys, strata = rows['pair_id'].tolist(), (rows['type'] + '|' + rows['strength']).to_numpy()
-    dis, ref, com = (_num(rows[f'score_{k}']) for k in ('dis', 'ref', 'com'))
-    return [_plain('absolute Overall', '0-1', keys, dis, strata, binary=False, judged=True),
-            _plain('relative Overall', '0-1', keys, com * ref, strata, binary=False, judged=True)]
-
-
-def remi(eval_file: Path) -> list[Headline]:
-    items = _table(Path(stem_path(eval_file, '_items.tsv')))
-    tasks = items['task'].to_numpy()
-    return [Headline(label, '%', items['index'].tolist(), _num(items[scoring]), tasks, np.arange(len(items)),
-                     binary=True, groups=tasks)
-            for scoring, label in (('official', 'official Overall'), ('lenient', 'lenient Overall'))]
-
-
-def rococo_mcq(eval_file: Path) -> list[Headline]:
-    items = _table(Path(stem_path(eval_file, '_items.tsv')))
-    keys = items['index'].tolist()
-    failed = (items['how'] == 'inference_failed').to_numpy()
-    right = np.where(failed, np.nan, (items['choice'] == items['answer']).to_numpy(float))
-    twin = np.where(failed, np.nan, (items['choice'] == items['twin']).to_numpy(float))
-    return [_plain('accuracy', '%', keys, right), _plain('twin rate', '%', keys, twin)]
-
-
-def rococo_retrieval(eval_file: Path) -> list[Headline]:
-    ranks = _table(Path(stem_path(eval_file, '_ranks.tsv')))
-    keys = (ranks['seed'] + '|' + ranks['query']).tolist()
-    seeds = ranks['seed'].to_numpy()
-    clusters = ranks['cluster'].astype(int).to_numpy()
-    rank = ranks['rank'].astype(int).to_numpy()
-    return [Headline(name, '%', keys, values.astype(float), np.zeros(len(keys), int), clusters, binary=True,
-                     groups=seeds if len(set(seeds)) > 1 else None, clustered=True)
-            for name, values in (('R@1', rank < 1), ('R@5', rank < 5), ('R@10', rank < 10),
-                                 ('false rate', ranks['top1_false'].astype(int).to_numpy() == 1))]
-
-
-def corrupted(eval_file: Path) -> list[Headline]:
-    rows = _table(Path(stem_path(eval_file, '_rc_scores.csv')))
-    keys = (rows['pair_id'] + '|' + rows['distortion'] + '|' + rows['strength']).tolist()
-    ref, dis, com = (_num(rows[f'score_{k}']) for k in ('ref', 'dis', 'com'))
-    strata = rows['strength'].to_numpy()
-    # judged: the base dataset's scoring, a judge's where it has one
-    return [_plain(n, '0-1', keys, v, strata, binary=False, judged=True) for n, v in
-            (('reference Overall', ref), ('absolute Overall', dis), ('relative Overall', com * ref))]
-
-
-READERS = {'GRAB': grab, 'R-Bench-Full': rbench, 'ReMI': remi, 'RoCOCO-MCQ': rococo_mcq,
-           'RoCOCO-retrieval': rococo_retrieval, '-RC': corrupted}
 
 
 # ------------------------------------------------------------------------------------------------ the test
@@ -382,9 +324,9 @@ def aligned(a: Headline, b: Headline, where_a: Path, where_b: Path) -> tuple[Hea
 
 
 def compare_runs(a_file: Path, b_file: Path, dataset: str, mode: str | None = None) -> dict:
-    from vlmeval_ext.registry import benchmark_of
+    from vlmeval_ext.registry import benchmark_of, load_object
     record = benchmark_of(dataset)
-    if record is None or record.key not in READERS:
+    if record is None or record.report is None:
         raise CompareError(f'{dataset}: not a dataset of vlmeval-ext (compare reads our per-item files)')
     manifests = {'a': manifest_of(a_file), 'b': manifest_of(b_file)}
     check_dataset(a_file, manifests['a'], dataset)
@@ -399,7 +341,7 @@ def compare_runs(a_file: Path, b_file: Path, dataset: str, mode: str | None = No
     if None not in md5 and md5[0] != md5[1]:
         raise CompareError(f'{a_file.name} and {b_file.name} were evaluated on different {dataset} files (md5 '
                            f'{md5[0]} vs {md5[1]}): not comparable item by item')
-    reader = READERS[record.key]
+    report = load_object(record.report)       # the benchmark's plugin file says what its headlines are
     judges = {side: judge_of(manifest) for side, manifest in manifests.items()}
     differ = judges['a'] != judges['b'] and None not in judges.values()
     from vlmeval_ext.records.manifest import typed_model_name
@@ -412,7 +354,7 @@ def compare_runs(a_file: Path, b_file: Path, dataset: str, mode: str | None = No
     if differ:
         out['not_comparable'] = (f'A was judged by {_judge_text(judges["a"])} and B by {_judge_text(judges["b"])}: '
                                  'a difference of judged scores is partly the judges\' difference')
-    heads_a, heads_b = ({h.name: h for h in (reader(path, tag) if mode else reader(path))}
+    heads_a, heads_b = ({h.name: h for h in report.headlines(path, tag)}
                         for path in (a_file, b_file))
     common = [name for name in heads_a if name in heads_b]
     if not common:
@@ -430,11 +372,11 @@ def compare_runs(a_file: Path, b_file: Path, dataset: str, mode: str | None = No
     if record.key == 'R-Bench-Full':
         out['reference_vs_distorted'] = {}
         for side, path in (('a', a_file), ('b', b_file)):
-            rows = _table(Path(stem_path(path, f'{tag}_scores.csv')))
+            rows = item_table(Path(stem_path(path, f'{tag}_scores.csv')))
             strata = (rows['type'] + '|' + rows['strength']).to_numpy()
             keys = rows['pair_id'].tolist()
-            ref = _plain('reference', '0-1', keys, _num(rows['score_ref']), strata, binary=False)
-            dis = _plain('distorted', '0-1', keys, _num(rows['score_dis']), strata, binary=False)
+            ref = plain('reference', '0-1', keys, num(rows['score_ref']), strata, binary=False)
+            dis = plain('distorted', '0-1', keys, num(rows['score_dis']), strata, binary=False)
             ref, dis, _ = aligned(ref, dis, path, path)
             out['reference_vs_distorted'][side] = compare_headline(ref, dis)
     return out

@@ -45,10 +45,10 @@ def wilson(hits: float, n: int, scale: float = 100.0) -> list[float] | None:
     p = float(hits) / n
     centre = (p + Z * Z / (2 * n)) / (1 + Z * Z / n)
     half = Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / (1 + Z * Z / n)
-    return [_r(scale * max(0.0, centre - half)), _r(scale * min(1.0, centre + half))]
+    return [rounded(scale * max(0.0, centre - half)), rounded(scale * min(1.0, centre + half))]
 
 
-def _r(x: float) -> float:
+def rounded(x: float) -> float:
     return round(float(x), 4) + 0.0          # + 0.0: never -0.0
 
 
@@ -58,7 +58,7 @@ def clopper_pearson(hits: float, n: float, scale: float = 1.0) -> list[float]:
     a = (1 - LEVEL) / 2
     lo = 0.0 if hits <= 0 else float(beta.ppf(a, hits, n - hits + 1))
     hi = 1.0 if hits >= n else float(beta.ppf(1 - a, hits + 1, n - hits))
-    return [_r(scale * lo), _r(scale * hi)]
+    return [rounded(scale * lo), rounded(scale * hi)]
 
 
 def korn_graubard(mean: float, var: float, n: int, df: float, scale: float = 1.0) -> list[float] | None:
@@ -255,7 +255,7 @@ class Intervals:
         return out
 
 
-def _binary(frame: pd.DataFrame, column: str) -> pd.Series:
+def binary(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(frame[column], errors='coerce')
 
 
@@ -266,21 +266,9 @@ def binary_detectable(hits: Sequence[float]) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ benchmarks
-def grab(items: pd.DataFrame) -> dict:
-    """GRAB: Wilson per scoring x (Overall, task, category, complexity) from `_items.tsv`."""
-    scorings = [s for s in ('official', 'normalized', 'llm_extracted') if s in items]
-    iv = Intervals(len(items), {'method': 'wilson', 'unit': 'items'})
-    for scoring in scorings:
-        hits = _binary(items, scoring)
-        scored = hits.notna()
-        iv.put([scoring, 'Overall'], wilson(hits[scored].sum(), int(scored.sum())), int(scored.sum()))
-        for dim in ('task', 'category', 'complexity'):
-            for group, part in hits[scored].groupby(items.loc[scored, dim].astype(str), sort=False):
-                iv.put([scoring, dim, group], wilson(part.sum(), len(part)), len(part))
-    return iv.block(binary_detectable(_binary(items, 'official')) if 'official' in items else None)
 
 
-def _dimension_masks(rows: pd.DataFrame, dims: Sequence[str], dims_of: Callable) -> np.ndarray:
+def dimension_masks(rows: pd.DataFrame, dims: Sequence[str], dims_of: Callable) -> np.ndarray:
     masks = np.zeros((len(rows), len(dims)), bool)
     position = {d: j for j, d in enumerate(dims)}
     for i, row in enumerate(rows.to_dict('records')):
@@ -294,7 +282,7 @@ def robustness(rows: pd.DataFrame, metrics: Mapping[str, Callable[[pd.DataFrame]
                dims: Sequence[str], dims_of: Callable, strata: np.ndarray, strata_name: str):
     """R-Bench and -RC: every metric x dimension, the Korn-Graubard interval of the cell's mean, its items drawn
     within the strata. Returns (Intervals, {metric: (mean, var, df, n) of Overall})."""
-    masks = _dimension_masks(rows, dims, dims_of)
+    masks = dimension_masks(rows, dims, dims_of)
     iv = Intervals(len(rows), {'method': 'korn-graubard', 'strata': strata_name, 'unit': 'items'})
     overall = {}
     for metric, value in metrics.items():
@@ -308,182 +296,9 @@ def robustness(rows: pd.DataFrame, metrics: Mapping[str, Callable[[pd.DataFrame]
     return iv, overall
 
 
-def _design_detectable(stats_: tuple, scale: float = 1.0) -> dict:
+def design_detectable(stats_: tuple, scale: float = 1.0) -> dict:
     mean, var, df, n = stats_
     return detectable('design', scale, n, mean, var, df)
-
-
-def rbench(scores: pd.DataFrame) -> dict:
-    """R-Bench from `_scores.csv`: absolute = mean(score_dis), relative = mean(score_com x score_ref)."""
-    from vlmeval_ext.dataset.utils.rbench_full import TASKS, dimension_order, dimensions_of
-    tasks = [t for t in TASKS if (scores['type'] == t).any()] or list(TASKS)
-    metrics = {'absolute': lambda f: pd.to_numeric(f['score_dis'], errors='coerce').to_numpy(float),
-               'relative': lambda f: (pd.to_numeric(f['score_com'], errors='coerce')
-                                      * pd.to_numeric(f['score_ref'], errors='coerce')).to_numpy(float)}
-    strata = (scores['type'].astype(str) + '|' + scores['strength'].astype(str)).to_numpy()
-    iv, overall = robustness(scores, metrics, dimension_order(tasks), dimensions_of, strata, 'task x strength')
-    return iv.block(_design_detectable(overall['absolute']))
-
-
-def rc(scores: pd.DataFrame) -> dict:
-    """`<Dataset>-RC` from `_rc_scores.csv`: reference, absolute, relative, stratified by strength."""
-    from vlmeval_ext.dataset.utils.rbench_full import dimension_order, dimensions_of
-    task = str(scores['type'].iloc[0]) if len(scores) else ''
-    num = {c: pd.to_numeric(scores[c], errors='coerce') for c in ('score_ref', 'score_dis', 'score_com')}
-    metrics = {'reference': lambda f: num['score_ref'].to_numpy(float),
-               'absolute': lambda f: num['score_dis'].to_numpy(float),
-               'relative': lambda f: (num['score_com'] * num['score_ref']).to_numpy(float)}
-    iv, overall = robustness(scores, metrics, dimension_order((task,)), dimensions_of,
-                             scores['strength'].astype(str).to_numpy(), 'strength')
-    return iv.block(_design_detectable(overall['absolute']))
-
-
-def _score_variance(verdicts: str, majority: bool) -> float:
-    """The variance of one score over a rerun of its judge calls, from the verdicts its repeats gave
-    ('1,1,0,1,1' per prompt, ';' between prompts); a prompt asked once tells nothing (0)."""
-    lists = [[float(v) for v in part.split(',') if v.strip()] for part in str(verdicts).split(';')]
-    lists = [v for v in lists if v]
-    if not lists:
-        return 0.0
-    if majority:
-        flat = [v for vs in lists for v in vs]
-        if len(flat) < 2:
-            return 0.0
-        p1, n = sum(flat) / len(flat), len(flat)
-        win = sum(math.comb(n, j) * p1 ** j * (1 - p1) ** (n - j) for j in range(n // 2 + 1, n + 1))
-        return win * (1 - win)
-    total = sum(len(vs) for vs in lists)
-    var = sum(len(vs) * float(np.var(vs, ddof=1)) for vs in lists if len(vs) > 1)
-    return var / (2.0 * total) ** 2
-
-
-def rbench_judge_noise(scores: pd.DataFrame) -> dict:
-    """R-Bench official mode: the standard deviation of every cell's mean over a rerun of the judge, from the spread
-    of each score's five repeated verdicts (a CAP dis/ref score asks each caption once: its share is not measured
-    and counts 0, so a CAP cell's noise is a lower bound)."""
-    from vlmeval_ext.dataset.utils.rbench_full import TASKS, dimension_order, dimensions_of
-    tasks = [t for t in TASKS if (scores['type'] == t).any()] or list(TASKS)
-    majority = (scores['type'].astype(str) == 'MCQ').to_numpy()
-    num = {k: pd.to_numeric(scores[f'score_{k}'], errors='coerce').to_numpy(float) for k in ('dis', 'ref', 'com')}
-    # an unscored score's verdicts column holds its failure reason: left out with the score
-    var = {k: np.array([_score_variance(v, m) if s == s else np.nan
-                        for v, m, s in zip(scores[f'verdicts_{k}'], majority, num[k])]) for k in ('dis', 'ref', 'com')}
-    item_var = {'absolute': var['dis'], 'relative': num['ref'] ** 2 * var['com'] + num['com'] ** 2 * var['ref']}
-    dims = dimension_order(tasks)
-    masks = _dimension_masks(scores, dims, dimensions_of)
-    out = {}
-    for metric, v in item_var.items():
-        out[metric] = {}
-        for j, dim in enumerate(dims):
-            x = v[masks[:, j] & ~np.isnan(v)]
-            out[metric][dim] = round(math.sqrt(float(x.sum())) / len(x), 5) if len(x) else None
-    out['note'] = ('standard deviation of each cell over a rerun of the judge, from the spread of each score\'s '
-                   'repeated verdicts; CAP dis/ref (one call per caption) not measured, counted as 0')
-    return out
-
-
-_TRUTH = {'true': 1.0, 'false': 0.0, '1': 1.0, '0': 0.0, '1.0': 1.0, '0.0': 0.0}
-
-
-def remi(items: pd.DataFrame, score: Mapping) -> dict:
-    """ReMI: Wilson per task; Overall (the mean of task accuracies) by Korn-Graubard on the tasks' variances; the
-    ERP Overall (a linear function of the task accuracies, each task's naive baseline held at its value) by a t
-    interval on the same variances, each task's taken at (hits + 1) / (n + 2) so that it is never 0."""
-    iv = Intervals(len(items), {'method': 'wilson per task; korn-graubard over tasks for Overall; t over tasks '
-                                          'for the ERP Overall', 'unit': 'items'})
-    scored = items[items['kind'].astype(str) != 'failed'].reset_index(drop=True)
-    tasks = list(score['accuracy']['task'])
-    strata = scored['task'].astype(str).to_numpy()
-    detect = None
-    for scoring, block in (('official', score), ('lenient', score['lenient'])):
-        hits = scored[scoring].astype(str).str.lower().map(_TRUTH).to_numpy(float)
-        prefix = [] if scoring == 'official' else ['lenient']
-        for t in tasks:
-            sel = strata == t
-            iv.put([*prefix, 'accuracy', 'task', t], wilson(np.nansum(hits[sel]), int(sel.sum())), int(sel.sum()))
-        overall = task_mean(hits, strata, tasks)
-        iv.put([*prefix, 'accuracy', 'Overall'], korn_graubard(*overall[:2], overall[3], overall[2], 100.0),
-               overall[3])
-        if scoring == 'official':
-            detect = _design_detectable(overall, 100.0)
-        iv.put([*prefix, 'erp', 'Overall'], _erp_interval(hits, strata, tasks, block), overall[3])
-    return iv.block(detect)
-
-
-def _erp_interval(hits: np.ndarray, strata: np.ndarray, tasks: Sequence[str], block: Mapping) -> list | None:
-    from scipy.stats import t as student
-    given = block['naive_baseline']['task']
-    base = {t: given[t] / 100.0 for t in tasks if given.get(t) is not None}
-    ok = ~np.isnan(hits)
-    used = [t for t in tasks if t in base and base[t] < 1 and (ok & (strata == t)).any()]
-    if not used or int(ok.sum()) < 2 or block.get('erp', {}).get('Overall') is None:
-        return None
-    k = len(used)
-    parts, dfs = [], []
-    for t in used:
-        x = hits[ok & (strata == t)]
-        p = (x.sum() + 1) / (len(x) + 2)
-        parts.append((100.0 / (k * (1 - base[t]))) ** 2 * p * (1 - p) / len(x))
-        dfs.append(max(1, len(x) - 1))
-    parts = np.array(parts)
-    var = float(parts.sum())
-    df = var * var / float((parts ** 2 / np.array(dfs)).sum())
-    half = float(student.ppf(1 - (1 - LEVEL) / 2, df)) * math.sqrt(var)
-    centre = float(block['erp']['Overall'])
-    return [_r(centre - half), _r(centre + half)]
-
-
-def rococo_mcq(items: pd.DataFrame) -> dict:
-    """RoCOCO-MCQ: Wilson for accuracy and the twin rate over the answered items (inference failures left out)."""
-    answered = items[items['how'].astype(str) != 'inference_failed']
-    n = len(answered)
-    iv = Intervals(n, {'method': 'wilson', 'unit': 'items'})
-    right = (answered['choice'].astype(str) == answered['answer'].astype(str)).astype(float)
-    twin = (answered['choice'].astype(str) == answered['twin'].astype(str)).astype(float)
-    iv.put(['accuracy'], wilson(right.sum(), n), n)
-    iv.put(['twin_rate'], wilson(twin.sum(), n), n)
-    return iv.block(binary_detectable(right.to_numpy()))
-
-
-def clustered_ratio(hits: np.ndarray, who: np.ndarray, seeds: np.ndarray, n_clusters: int) -> tuple:
-    """(mean over seeds of each seed's hit rate, its variance, df, clusters): the linearized (ratio-estimator)
-    variance with the images as clusters, every seed's rate linearized and averaged within each image."""
-    z = np.zeros(n_clusters)
-    rates = []
-    labels = np.unique(seeds)
-    for s in labels:
-        sel = seeds == s
-        y = np.bincount(who[sel], weights=hits[sel], minlength=n_clusters)
-        m = np.bincount(who[sel], minlength=n_clusters).astype(float)
-        rate = y.sum() / m.sum()
-        rates.append(rate)
-        z += (y - rate * m) / (m.sum() / n_clusters) / len(labels)
-    n = n_clusters
-    var = float((z ** 2).sum() / (n * (n - 1))) if n > 1 else 0.0
-    return float(np.mean(rates)), var, float(n - 1), n
-
-
-def rococo_retrieval(ranks: pd.DataFrame) -> dict:
-    """RoCOCO retrieval from `_ranks.tsv`: R@1/5/10, R_mean and the false rate, Korn-Graubard on the images as
-    clusters; text-to-image: the mean over the mixing seeds, and `per_seed` gets its own intervals."""
-    clusters = ranks['cluster'].astype(int).to_numpy()
-    ids, inverse = np.unique(clusters, return_inverse=True)
-    seeds = ranks['seed'].astype(str).to_numpy()
-    iv = Intervals(len(ids), {'method': 'korn-graubard', 'clusters': 'images', 'unit': 'images'})
-    rank = ranks['rank'].astype(int).to_numpy()
-    hits = {'R@1': rank < 1, 'R@5': rank < 5, 'R@10': rank < 10,
-            'false_rate': ranks['top1_false'].astype(int).to_numpy() == 1}
-    hits = {k: v.astype(float) for k, v in hits.items()}
-    hits['R_mean'] = (hits['R@1'] + hits['R@5'] + hits['R@10']) / 3
-    for key in ('R@1', 'R@5', 'R@10', 'R_mean', 'false_rate'):
-        mean, var, df, n = clustered_ratio(hits[key], inverse, seeds, len(ids))
-        iv.put(['metrics', key], korn_graubard(mean, var, n, df, 100.0), len(ids))
-        if len(set(seeds)) > 1:
-            for s in sorted(set(seeds)):
-                sel = seeds == s
-                m, v, d, k = clustered_ratio(hits[key][sel], inverse[sel], seeds[sel], len(ids))
-                iv.put(['per_seed', s, key], korn_graubard(m, v, k, d, 100.0), len(ids))
-    return iv.block(None)
 
 
 # ------------------------------------------------------------------------------------------------ reading

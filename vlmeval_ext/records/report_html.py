@@ -26,12 +26,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from vlmeval_ext.io import lmu_data_root, stem_path
+from vlmeval_ext.io import lmu_data_root
 from vlmeval_ext.registry import benchmark_of, load_object
 
 THUMB = 96                      # px, the long side of an embedded thumbnail
 PAGE_ROWS = 100                 # rows the page shows at a time
-RETRIEVAL_QUERIES = 1000        # queries of a retrieval run shown per seed (the page says how many there are)
 TEMPLATE = Path(__file__).resolve().parent / 'templates' / 'report.html.j2'
 
 
@@ -115,7 +114,7 @@ def stays_inside(path: Path) -> bool:
     return not path.is_symlink() or path.parent.resolve() in path.resolve().parents
 
 
-def _read(path: str | Path) -> pd.DataFrame | None:
+def read_file(path: str | Path) -> pd.DataFrame | None:
     path = Path(path)
     if not path.is_file():
         return None
@@ -126,7 +125,7 @@ def _read(path: str | Path) -> pd.DataFrame | None:
     return pd.read_csv(path, sep='\t' if path.suffix == '.tsv' else ',', dtype=str, keep_default_na=False)
 
 
-def _num(text) -> float | None:
+def number(text) -> float | None:
     try:
         value = float(text)
     except (TypeError, ValueError):
@@ -134,7 +133,7 @@ def _num(text) -> float | None:
     return None if math.isnan(value) else value
 
 
-def _verdict(value) -> str:
+def verdict(value) -> str:
     return {'True': 'right', 'False': 'wrong', '1': 'right', '0': 'wrong', '1.0': 'right', '0.0': 'wrong'}.get(
         str(value), 'not scored')
 
@@ -155,188 +154,8 @@ class Section:
         return {'columns': self.columns, 'rows': self.rows, 'filters': self.filters, 'page': PAGE_ROWS}
 
 
-def _col(key, label, kind='text'):
+def col(key, label, kind='text'):
     return {'key': key, 'label': label, 'kind': kind}
-
-
-def rbench_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
-    from vlmeval_ext.dataset.utils.rbench_full import DISTORTIONS, STRENGTHS
-    scores, preds = _read(stem_path(eval_file, f'{tag}_scores.csv')), _read(eval_file)
-    if scores is None or preds is None:
-        return None
-    by_pair = {}
-    for r in preds.to_dict('records'):
-        by_pair.setdefault(str(r.get('pair_id')), {})[r.get('variant')] = r
-    rows = []
-    for s in scores.to_dict('records'):
-        pair = by_pair.get(str(s['pair_id']), {})
-        ref, dis = pair.get('ref', {}), pair.get('dis', {})
-        name, step, group = DISTORTIONS.get(int(float(s['distortion'])), ('?', '?', '?'))
-        ref_score, dis_score = _num(s['score_ref']), _num(s['score_dis'])
-        rows.append({
-            'pair_id': s['pair_id'], 'task': s['type'], 'distortion': f'{name} ({step}, {group})',
-            'distortion_id': int(float(s['distortion'])), 'strength': STRENGTHS.get(int(float(s['strength'])), '?'),
-            'images': [*thumbs.of(dataset, ref.get('index')), *thumbs.of(dataset, dis.get('index'))],
-            'links': [thumbs.full_image(dataset, ref.get('index')), thumbs.full_image(dataset, dis.get('index'))],
-            'question': ref.get('question') or dis.get('question', ''), 'options': s.get('choice') or ref.get(
-                'choice', ''), 'answer': ref.get('answer', ''), 'pred_ref': ref.get('prediction', ''),
-            'pred_dis': dis.get('prediction', ''), 'verdicts': f"ref {s.get('verdicts_ref', '')} | dis "
-            f"{s.get('verdicts_dis', '')} | com {s.get('verdicts_com', '')}",
-            'score_ref': ref_score, 'score_dis': dis_score, 'score_com': _num(s['score_com']),
-            'view': 'right on the reference, wrong on the distorted' if ref_score is not None and dis_score is not
-            None and ref_score >= 0.5 > dis_score else 'other'})
-    columns = [_col('pair_id', 'pair'), _col('task', 'task'), _col('distortion', 'distortion'),
-               _col('strength', 'strength'), _col('images', 'reference | distorted', 'images'),
-               _col('question', 'question'), _col('options', 'options'), _col('answer', 'answer'),
-               _col('pred_ref', 'answer on the reference'), _col('pred_dis', 'answer on the distorted'),
-               _col('verdicts', "judge's verdicts"), _col('score_ref', 'score ref', 'number'),
-               _col('score_dis', 'score dis', 'number'), _col('score_com', 'score com', 'number')]
-    filters = [{'key': 'task', 'label': 'task'}, {'key': 'distortion', 'label': 'distortion'},
-               {'key': 'strength', 'label': 'strength'}, {'key': 'view', 'label': 'view'}]
-    return Section(title, 'R-Bench', columns, rows, filters,
-                   'view "right on the reference, wrong on the distorted": sort by distortion to see what broke')
-
-
-def grab_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
-    items = _read(stem_path(eval_file, '_items.tsv'))
-    if items is None:
-        return None
-    rows = [{'index': r['index'], 'images': thumbs.of(dataset, r['index']), 'links': [thumbs.full_image(
-        dataset, r['index'])], 'task': r['task'], 'category': r['category'], 'complexity': r['complexity'],
-        'question': r['question'], 'answer': r['answer'], 'prediction': r['prediction'],
-        'read': r.get('parsed', ''), 'extracted': r.get('extracted', ''), 'official': _verdict(r.get('official')),
-        'normalized': _verdict(r.get('normalized')), 'llm_extracted': _verdict(r.get('llm_extracted', ''))}
-        for r in items.to_dict('records')]
-    columns = [_col('index', 'index'), _col('images', 'plot', 'images'), _col('task', 'task'),
-               _col('category', 'category'), _col('complexity', 'complexity'), _col('question', 'question'),
-               _col('answer', 'answer'), _col('prediction', "the model's text"),
-               _col('read', 'normalized read'), _col('extracted', 'llm extracted'), _col('official', 'official'),
-               _col('normalized', 'normalized'), _col('llm_extracted', 'llm_extracted')]
-    filters = [{'key': k, 'label': k} for k in ('task', 'category', 'complexity', 'official', 'normalized')]
-    return Section(title, 'GRAB', columns, rows, filters)
-
-
-def remi_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
-    from vlmeval_ext.dataset.utils.remi import split_and_mode
-    from vlmeval_ext.dataset.utils.remi import split_at_tags
-    items, preds = _read(stem_path(eval_file, '_items.tsv')), _read(eval_file)
-    if items is None or preds is None:
-        return None
-    question = dict(zip(preds['index'], preds.get('question', pd.Series([''] * len(preds)))))
-    split = split_and_mode(dataset)[0]
-    rows = []
-    for r in items.to_dict('records'):
-        images = thumbs.of(split if benchmark_of(split) else dataset, r['index'])
-        text = question.get(r['index'], '')
-        try:
-            parts = [{'text': v} if kind == 'text' else {'image': v} for kind, v in split_at_tags(text, len(images))]
-        except ValueError:
-            parts = [{'text': text}]
-        rows.append({'index': r['index'], 'task': r['task'], 'question': parts, 'images': images,
-                     'answer': r['answer'], 'prediction': dict(zip(preds['index'], preds['prediction'])).get(
-                         r['index'], ''), 'official': _verdict(r['official']), 'lenient': _verdict(r['lenient']),
-                     'reading': r.get('status', ''), 'differ': 'official and lenient differ'
-                     if _verdict(r['official']) != _verdict(r['lenient']) else 'agree'})
-    columns = [_col('index', 'index'), _col('task', 'task'), _col('question', 'question with its images', 'parts'),
-               _col('answer', 'label'), _col('prediction', 'output'), _col('official', 'official'),
-               _col('lenient', 'lenient'), _col('reading', 'why a reading failed')]
-    filters = [{'key': k, 'label': k} for k in ('task', 'official', 'lenient', 'differ')]
-    return Section(title, 'ReMI', columns, rows, filters)
-
-
-def rococo_mcq_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
-    items, preds = _read(stem_path(eval_file, '_items.tsv')), _read(eval_file)
-    if items is None or preds is None:
-        return None
-    options = {r['index']: r for r in preds.to_dict('records')}
-    rows = []
-    for r in items.to_dict('records'):
-        p = options.get(r['index'], {})
-        marked = [f"{c}. {p.get(c, '')}" + (' [correct]' if c == r['answer'] else ' [adversarial twin]'
-                                            if c == r['twin'] else '') for c in 'ABCDE' if p.get(c)]
-        outcome = ('right' if r['choice'] == r['answer'] else 'adversarial twin' if r['choice'] == r['twin']
-                   else 'not read' if not r['choice'] else 'another caption')
-        rows.append({'index': r['index'], 'images': thumbs.of(dataset, r['index']), 'links': [
-            thumbs.full_image(dataset, r['index'])], 'options': marked, 'prediction': r.get('prediction', ''),
-            'choice': r['choice'], 'how': r['how'], 'outcome': outcome})
-    columns = [_col('index', 'index'), _col('images', 'image', 'images'), _col('options', 'options', 'list'),
-               _col('prediction', 'reply'), _col('choice', 'choice read'), _col('how', 'read how'),
-               _col('outcome', 'outcome')]
-    return Section(title, 'RoCOCO-MCQ', columns, rows, [{'key': 'outcome', 'label': 'outcome'},
-                                                        {'key': 'how', 'label': 'read how'}])
-
-
-def retrieval_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
-    ranks, preds = _read(stem_path(eval_file, '_ranks.tsv')), _read(eval_file)
-    if ranks is None or preds is None:
-        return None
-    texts = preds[preds['kind'] == 'text'].sort_values('item', key=lambda s: s.astype(int))
-    images = preds[preds['kind'] == 'image'].sort_values('item', key=lambda s: s.astype(int))
-    caption = dict(zip(texts['item'], texts['question']))
-    truth = dict(zip(texts['item'], texts['ground_truth']))
-    owner = dict(zip(texts['item'], texts['image_row']))
-    originals = images[images['seed'] == '0']
-    n = len(originals)
-    image_index = {s: list(g['index']) for s, g in images.groupby('seed')}
-    i2t = dataset.startswith('RoCOCO-I2T')
-    rows, total = [], len(ranks)
-    for seed, part in ranks.groupby('seed', sort=False):
-        for r in part.head(RETRIEVAL_QUERIES).to_dict('records'):
-            top = [t for t in r['top5'].split(';') if t]
-            if i2t:
-                query = {'images': thumbs.of(dataset, originals['index'].iloc[int(r['query'])])}
-                found = [f"{caption.get(t, '?')} [{'ground truth' if truth.get(t) == 'yes' else 'adversarial'}]"
-                         for t in top]
-            else:
-                query = {'text': caption.get(r['query'], '')}
-                gallery = image_index['0'] + image_index.get(seed, [])
-                found = [f"image {t}" + (' [ground truth]' if t == owner.get(r['query']) else ' [mixed]'
-                                         if int(t) >= n else '') for t in top]
-            rows.append({'seed': seed, 'query_id': r['query'], 'images': query.get('images', []),
-                         'query': query.get('text', ''), 'rank': int(r['rank']) + 1, 'top5': found,
-                         'top1': 'false (adversarial or mixed)' if r['top1_false'] == '1' else 'ok',
-                         **({'top5_images': [next(iter(thumbs.of(dataset, gallery[int(t)])), None)
-                                             if int(t) < len(gallery) else None for t in top]} if not i2t else {})})
-    columns = [_col('seed', 'seed'), _col('query_id', 'query'), _col('images', 'query image', 'images'),
-               _col('query', 'query caption'), _col('rank', 'rank of the ground truth', 'number'),
-               _col('top5', 'top 5', 'list'), _col('top1', 'top 1')]
-    if not i2t:
-        columns.insert(6, _col('top5_images', 'top 5 images', 'images'))
-    note = (f'the first {RETRIEVAL_QUERIES:,} queries of each seed are shown ({total:,} in all)'
-            if len(rows) < total else '')
-    return Section(title, 'RoCOCO retrieval', columns, rows, [{'key': 'seed', 'label': 'seed'},
-                                                              {'key': 'top1', 'label': 'top 1'}], note, total)
-
-
-def rc_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
-    from vlmeval_ext.dataset.utils.rbench_full import DISTORTIONS, STRENGTHS
-    scores, preds = _read(stem_path(eval_file, '_rc_scores.csv')), _read(eval_file)
-    if scores is None or preds is None:
-        return None
-    ref_rows = {r['pair_id']: r for r in preds.to_dict('records') if r.get('variant') == 'ref'}
-    dis_rows = {(r['pair_id'], r['distortion'], r['strength']): r for r in preds.to_dict('records')
-                if r.get('variant') != 'ref'}
-    rows = []
-    for s in scores.to_dict('records'):
-        ref = ref_rows.get(s['pair_id'], {})
-        dis = dis_rows.get((s['pair_id'], s['distortion'], s['strength']), {})
-        name, step, group = DISTORTIONS.get(int(float(s['distortion'])), ('?', '?', '?'))
-        rows.append({'item': s['pair_id'], 'distortion': f'{name} ({step}, {group})',
-                     'strength': STRENGTHS.get(int(float(s['strength'])), '?'),
-                     'images': [*thumbs.of(dataset, ref.get('index')), *thumbs.of(dataset, dis.get('index'))],
-                     'question': ref.get('question', ''), 'pred_ref': ref.get('prediction', ''),
-                     'pred_dis': dis.get('prediction', ''), 'score_ref': _num(s['score_ref']),
-                     'score_dis': _num(s['score_dis'])})
-    columns = [_col('item', 'item'), _col('distortion', 'distortion'), _col('strength', 'strength'),
-               _col('images', 'reference | corrupted', 'images'), _col('question', 'question'),
-               _col('pred_ref', 'answer on the reference'), _col('pred_dis', 'answer on the corrupted'),
-               _col('score_ref', 'score ref', 'number'), _col('score_dis', 'score corrupted', 'number')]
-    return Section(title, '<Dataset>-RC', columns, rows, [{'key': 'distortion', 'label': 'distortion'},
-                                                          {'key': 'strength', 'label': 'strength'}])
-
-
-SECTIONS = {'R-Bench-Full': rbench_section, 'GRAB': grab_section, 'ReMI': remi_section,
-            'RoCOCO-MCQ': rococo_mcq_section, 'RoCOCO-retrieval': retrieval_section, '-RC': rc_section}
 
 
 # ------------------------------------------------------------------------------------------------ overview
@@ -346,7 +165,7 @@ def _data_uri_png(path: Path) -> str:
 
 def _comparability(score_file: Path, tag: str) -> str:
     try:
-        side = _read(str(score_file).replace(f'{tag}_score.json', f'{tag}_vs_paper.csv'))
+        side = read_file(str(score_file).replace(f'{tag}_score.json', f'{tag}_vs_paper.csv'))
     except LinkOutside as err:
         return str(err)
     if side is None or side.empty:
@@ -561,7 +380,7 @@ def build(work_dir: Path, page_dir: Path | None = None) -> str:
             continue
         title = f'{model} / {dataset}' + (f' ({tag.lstrip("_")} mode)' if tag else '')
         try:
-            section = SECTIONS[record.key](title, dataset, str(pred), tag, thumbs)
+            section = load_object(record.report).section(title, dataset, str(pred), tag, thumbs)
         except LinkOutside as err:
             skipped.append(f'{title}: {err}')
             print(f'[vlmeval-ext] WARNING: report: {title}: {err}', file=sys.stderr)

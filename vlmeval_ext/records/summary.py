@@ -3,7 +3,7 @@ model's folder), one Markdown table per benchmark, printed and written to PREFIX
 CSV, PREFIX.csv (model, benchmark, dataset, metric, unit, value, judge). Default PREFIX: WORK_DIR/summary.
 
 Each benchmark hands over its own row (`summary_row(score) -> {column with its unit: value}`,
-vlmeval_ext.records.benchmarks); the registry says which dataset names belong to which benchmark. Every
+vlmeval_ext/plugin/<bench>.py); the registry says which dataset names belong to which benchmark. Every
 column names its unit: `(%)`, `(0-1)` (R-Bench and -RC, as in their papers), `(count)` for counts; text columns
 (input mode, attack, ...) have none. A judge shared by every row of a table is said once, under it. Under each
 table: every file's failure accounting. A score file of any other dataset is printed as it is.
