@@ -10,8 +10,8 @@ from vlmeval_ext.registry import BENCHMARKS, CORRUPTED
 
 
 def test_every_benchmark_has_its_plugin_file_with_a_complete_report():
-    # compare and the report page ask the record's REPORT: each gives its own headlines and page section (the base
-    # class's would fail at run time), from the one plugin file the record names
+    # compare and the report page ask the record's REPORT: each gives its own summary row, intervals, headlines
+    # and page section, from the one plugin file the record names
     from vlmeval_ext.plugin.base import Report
     from vlmeval_ext.registry import load_object
     for record in (*BENCHMARKS, CORRUPTED):
@@ -20,8 +20,10 @@ def test_every_benchmark_has_its_plugin_file_with_a_complete_report():
         assert (REPO_ROOT / (module.replace('.', '/') + '.py')).is_file(), record.key
         report = load_object(record.report)
         assert isinstance(report, Report), record.key
-        for method in ('summary_row', 'headlines', 'section', 'intervals'):
+        for method in ('summary_row', 'intervals'):
             assert getattr(type(report), method) is not getattr(Report, method), (record.key, method)
+        for reader in (report.read_headlines, report.page_section):
+            assert reader.__module__ == module, (record.key, reader)
         if record.naive:
             assert record.naive.partition(':')[0] == module, record.key
 

@@ -16,12 +16,17 @@ Prompts are read from the kit-dialect utils modules (vlmeval_ext.dataset.utils),
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 
 class Report:
     # (label, score path, unit) of each headline: its interval goes beside it in the summary and leaderboard
     HEADLINE: tuple = ()
+
+    def __init__(self, read_headlines: Callable, page_section: Callable):
+        """`read_headlines(eval_file, tag)` and `page_section(title, dataset, eval_file, tag, thumbs)`: the plugin
+        file's own readers of its per-item files, for `compare` and the report page."""
+        self.read_headlines, self.page_section = read_headlines, page_section
 
     def summary_row(self, score: Mapping) -> dict:
         raise NotImplementedError
@@ -77,12 +82,12 @@ class Report:
 
     def headlines(self, eval_file, tag: str = '') -> list:
         """The run's headline scores as per-item values (vlmeval_ext.records.compare.Headline), for `compare`."""
-        raise NotImplementedError
+        return self.read_headlines(eval_file, tag)
 
     def section(self, title: str, dataset: str, eval_file: str, tag: str, thumbs):
         """The run's items for the report page (vlmeval_ext.records.report_html.Section), None when its per-item
         file is missing."""
-        return None
+        return self.page_section(title, dataset, eval_file, tag, thumbs)
 
 
 def read_table(path: str):
@@ -95,3 +100,13 @@ def plt_module():
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     return plt
+
+
+def save_figure(plt, fig, path, title: str = '', dpi: int = 110) -> None:
+    """The figure with its run title on top (wrapped to the figure's width), written to `path` and closed."""
+    from vlmeval_ext.records.plots import wrapped
+    if title:
+        fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)

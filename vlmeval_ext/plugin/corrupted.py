@@ -20,12 +20,6 @@ class CorruptedReport(Report):
     HEADLINE = (('reference Overall', ('reference', 'Overall'), '0-1'),
                 ('relative Overall', ('relative', 'Overall'), '0-1'))
 
-    def headlines(self, eval_file, tag=''):
-        return read_headlines(eval_file)
-
-    def section(self, title, dataset, eval_file, tag, thumbs):
-        return page_section(title, dataset, eval_file, tag, thumbs)
-
     def intervals(self, eval_file, score, tag=''):
         return item_intervals(read_table(stem_path(eval_file, '_rc_scores.csv')))
 
@@ -50,7 +44,7 @@ def item_intervals(scores: pd.DataFrame) -> dict:
     return iv.block(design_detectable(overall['absolute']))
 
 
-def read_headlines(eval_file: Path) -> list[Headline]:
+def read_headlines(eval_file: Path, tag: str = '') -> list[Headline]:
     rows = item_table(Path(stem_path(eval_file, '_rc_scores.csv')))
     keys = (rows['pair_id'] + '|' + rows['distortion'] + '|' + rows['strength']).tolist()
     ref, dis, com = (num(rows[f'score_{k}']) for k in ('ref', 'dis', 'com'))
@@ -87,4 +81,4 @@ def page_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
                                                           {'key': 'strength', 'label': 'strength'}])
 
 
-REPORT = CorruptedReport()
+REPORT = CorruptedReport(read_headlines, page_section)

@@ -14,10 +14,10 @@ from typing import Mapping
 import pandas as pd
 
 from vlmeval_ext.io import stem_path
-from vlmeval_ext.plugin.base import Report, plt_module, read_table
+from vlmeval_ext.plugin.base import Report, plt_module, read_table, save_figure
 from vlmeval_ext.records.compare import Headline, item_table, num, plain
 from vlmeval_ext.records.intervals import Intervals, binary, binary_detectable, wilson
-from vlmeval_ext.records.plots import model_of_file, no_plot_line, run_title, wrapped
+from vlmeval_ext.records.plots import model_of_file, no_plot_line, run_title
 from vlmeval_ext.records.report_html import Section, col, read_file, verdict
 
 
@@ -37,12 +37,6 @@ class GRABReport(Report):
     def run_record(self, dataset):
         from vlmeval_ext.dataset.utils import grab as G
         return {'prompts': {'question': G.QUESTION_PROMPT, 'llm_extraction': G.EXTRACTION_PROMPT}}
-
-    def headlines(self, eval_file, tag=''):
-        return read_headlines(eval_file)
-
-    def section(self, title, dataset, eval_file, tag, thumbs):
-        return page_section(title, dataset, eval_file, tag, thumbs)
 
     def intervals(self, eval_file, score, tag=''):
         return item_intervals(read_table(stem_path(eval_file, '_items.tsv')))
@@ -90,11 +84,7 @@ def plot_complexity(scores: Mapping, path, title: str = '') -> bool:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel('accuracy (%)')
     axes[0][-1].legend(title='task')
-    if title:
-        fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, title, dpi=100)
     return True
 
 
@@ -112,7 +102,7 @@ def item_intervals(items: pd.DataFrame) -> dict:
     return iv.block(binary_detectable(binary(items, 'official')) if 'official' in items else None)
 
 
-def read_headlines(eval_file: Path) -> list[Headline]:
+def read_headlines(eval_file: Path, tag: str = '') -> list[Headline]:
     items = item_table(Path(stem_path(eval_file, '_items.tsv')))
     keys = items['index'].tolist()
     return [plain(f'{s} Overall', '%', keys, num(items[s]), judged=s == 'llm_extracted')
@@ -150,4 +140,4 @@ def naive_answer(prompt_text: str, dataset: str) -> str:
     return f'{Decimal(0):.{precision.decimals}f}' if precision.decimals else '0'
 
 
-REPORT = GRABReport()
+REPORT = GRABReport(read_headlines, page_section)

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from vlmeval_ext.io import stem_path
-from vlmeval_ext.plugin.base import Report, plt_module, read_table
+from vlmeval_ext.plugin.base import Report, plt_module, read_table, save_figure
 from vlmeval_ext.records.compare import Headline, item_table, num, plain
 from vlmeval_ext.records.intervals import design_detectable, dimension_masks, robustness
-from vlmeval_ext.records.plots import model_of_file, no_plot_line, run_title, wrapped
+from vlmeval_ext.records.plots import model_of_file, no_plot_line, run_title
 from vlmeval_ext.records.report_html import Section, col, number, read_file
 
 
@@ -69,11 +69,7 @@ def plot_radar(table: Mapping, path, title: str = '') -> bool:
         missing = (len(STEPS) if label == 'steps' else len(GROUPS)) - len(dims)
         ax.set_title(f'by {label} (0-1)' + (f'; {missing} without items not shown' if missing else ''), fontsize=9)
         ax.legend(loc='upper right', bbox_to_anchor=(1.3, 1.12) if polar else None, fontsize=8)
-    if title:
-        fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(plt, fig, path, title, dpi=110)
     return True
 
 
@@ -96,22 +92,12 @@ def plot_task_strength(table: Mapping, path, title: str = '', tasks=('MCQ', 'VQA
                             color='white' if grid[i, j] < 0.5 else 'black', fontsize=9)
         ax.set_title(f'{metric} (0-1)')
         fig.colorbar(im, ax=ax, fraction=0.046)
-    if title:
-        fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(plt, fig, path, title, dpi=110)
 
 
 class RBenchReport(Report):
     HEADLINE = (('absolute Overall', ('absolute', 'Overall'), '0-1'),
                 ('relative Overall', ('relative', 'Overall'), '0-1'))
-
-    def headlines(self, eval_file, tag=''):
-        return read_headlines(eval_file, tag)
-
-    def section(self, title, dataset, eval_file, tag, thumbs):
-        return page_section(title, dataset, eval_file, tag, thumbs)
 
     def intervals(self, eval_file, score, tag=''):
         scores = read_table(stem_path(eval_file, f'{tag}_scores.csv'))
@@ -288,4 +274,4 @@ def naive_answer(prompt_text: str, dataset: str) -> str:
     return RBENCH_ANSWERS[task_of_prompt(prompt_text)]
 
 
-REPORT = RBenchReport()
+REPORT = RBenchReport(read_headlines, page_section)

@@ -29,12 +29,6 @@ class ReMIReport(Report):
     TABLE_ROWS = (('official', ['accuracy', 'Overall']), ('lenient', ['lenient', 'accuracy', 'Overall']),
                  ('naive baseline', None), ('ERP', ['erp', 'Overall']))
 
-    def headlines(self, eval_file, tag=''):
-        return read_headlines(eval_file)
-
-    def section(self, title, dataset, eval_file, tag, thumbs):
-        return page_section(title, dataset, eval_file, tag, thumbs)
-
     def intervals(self, eval_file, score, tag=''):
         return item_intervals(read_table(stem_path(eval_file, '_items.tsv')), score)
 
@@ -183,7 +177,7 @@ def _erp_interval(hits: np.ndarray, strata: np.ndarray, tasks: Sequence[str], bl
     return [rounded(centre - half), rounded(centre + half)]
 
 
-def read_headlines(eval_file: Path) -> list[Headline]:
+def read_headlines(eval_file: Path, tag: str = '') -> list[Headline]:
     items = item_table(Path(stem_path(eval_file, '_items.tsv')))
     tasks = items['task'].to_numpy()
     return [Headline(label, '%', items['index'].tolist(), num(items[scoring]), tasks, np.arange(len(items)),
@@ -225,4 +219,4 @@ def naive_answer(prompt_text: str, dataset: str) -> str:
     return json.dumps({'explanation': 'naive baseline', 'answer': '0'})
 
 
-REPORT = ReMIReport()
+REPORT = ReMIReport(read_headlines, page_section)

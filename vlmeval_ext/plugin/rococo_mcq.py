@@ -21,12 +21,6 @@ from vlmeval_ext.records.report_html import Section, col, read_file
 class RoCOCOMCQReport(Report):
     HEADLINE = (('accuracy', ('accuracy',), '%'),)
 
-    def headlines(self, eval_file, tag=''):
-        return read_headlines(eval_file)
-
-    def section(self, title, dataset, eval_file, tag, thumbs):
-        return page_section(title, dataset, eval_file, tag, thumbs)
-
     def intervals(self, eval_file, score, tag=''):
         return item_intervals(read_table(stem_path(eval_file, '_items.tsv')))
 
@@ -61,7 +55,7 @@ def item_intervals(items: pd.DataFrame) -> dict:
     return iv.block(binary_detectable(right.to_numpy()))
 
 
-def read_headlines(eval_file: Path) -> list[Headline]:
+def read_headlines(eval_file: Path, tag: str = '') -> list[Headline]:
     items = item_table(Path(stem_path(eval_file, '_items.tsv')))
     keys = items['index'].tolist()
     failed = (items['how'] == 'inference_failed').to_numpy()
@@ -96,4 +90,4 @@ def naive_answer(prompt_text: str, dataset: str) -> str:
     return 'A'
 
 
-REPORT = RoCOCOMCQReport()
+REPORT = RoCOCOMCQReport(read_headlines, page_section)

@@ -29,12 +29,6 @@ RETRIEVAL_QUERIES = 1000        # queries of a retrieval run shown per seed (the
 class RoCOCORetrievalReport(Report):
     HEADLINE = (('R@1', ('metrics', 'R@1'), '%'), ('false rate', ('metrics', 'false_rate'), '%'))
 
-    def headlines(self, eval_file, tag=''):
-        return read_headlines(eval_file)
-
-    def section(self, title, dataset, eval_file, tag, thumbs):
-        return page_section(title, dataset, eval_file, tag, thumbs)
-
     def intervals(self, eval_file, score, tag=''):
         return item_intervals(read_table(stem_path(eval_file, '_ranks.tsv')))
 
@@ -98,7 +92,7 @@ def item_intervals(ranks: pd.DataFrame) -> dict:
     return iv.block(None)
 
 
-def read_headlines(eval_file: Path) -> list[Headline]:
+def read_headlines(eval_file: Path, tag: str = '') -> list[Headline]:
     ranks = item_table(Path(stem_path(eval_file, '_ranks.tsv')))
     keys = (ranks['seed'] + '|' + ranks['query']).tolist()
     seeds = ranks['seed'].to_numpy()
@@ -152,4 +146,4 @@ def page_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
                                                               {'key': 'top1', 'label': 'top 1'}], note, total)
 
 
-REPORT = RoCOCORetrievalReport()
+REPORT = RoCOCORetrievalReport(read_headlines, page_section)
