@@ -51,11 +51,16 @@ _RECORDS = {r.key: r for r in BENCHMARKS}
 # Judge and protocol options for every evaluation of this run (the launcher takes them out of --judge-args,
 # so the kit's own datasets never send them to their judges).
 RUN_OPTIONS: dict = {}
+# The model names as the user typed them ('Qwen/Qwen2-VL-7B'), by the kit's folder name ('Qwen--Qwen2-VL-7B'), for
+# what people read (plot titles); the folder name stays in file names.
+MODEL_NAMES: dict = {}
 
 
-def set_run_options(options: dict) -> None:
+def set_run_options(options: dict, model_names: dict | None = None) -> None:
     RUN_OPTIONS.clear()
     RUN_OPTIONS.update(check_judge_options(options))
+    MODEL_NAMES.clear()
+    MODEL_NAMES.update(model_names or {})
 
 
 def _text(value) -> str:
@@ -384,7 +389,8 @@ class PluginDataset(LoadingChecks):
         report = load_object(self.record().report)
         score.update(report.intervals(eval_file, score, tag))
         write_json(score, score_path)
-        report.write_extras(self.dataset_name, eval_file, score, tag)
+        folder = self_model(eval_file, self.dataset_name)
+        report.write_extras(self.dataset_name, eval_file, score, tag, model=MODEL_NAMES.get(folder, folder))
         return score
 
 

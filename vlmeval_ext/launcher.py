@@ -997,14 +997,14 @@ def _run(argv: list[str]) -> int:
         for line in lines:
             say(line, 'ERROR')
         return 2
-    from vlmeval_ext.datasets import set_run_options
-    set_run_options(options)
     handed = with_option(argv, '--judge-args', json.dumps(kit_judge_args) if kit_judge_args else None)
     if rule_scored_run(args, plan.datasets):
         handed = with_option(handed, '--judge', 'exact_matching')   # else the kit names a judge no one asks
     if not getattr(args, 'reuse', False) and args.mode != 'eval':
         handed.append('--reuse')
     handed = serve_models(kit_ns, args, plan, handed)
+    from vlmeval_ext.datasets import set_run_options
+    set_run_options(options, {folder: entry['served_name'] for folder, entry in plan.served.items()})
     judge_kwargs = judge_kwargs_of(args, kit_judge_args)
     if args.mode != 'eval':
         for name, build in api_model_builders(plan).items():

@@ -13,6 +13,7 @@ import sys
 import time
 
 import pytest
+from PIL import Image
 
 from helpers.kit_run import REPO_ROOT, kit_environment, kit_output, run_kit
 from helpers.loopback_server import LoopbackServer
@@ -79,6 +80,9 @@ def test_served_and_judge_names_with_a_slash_in_a_relative_work_dir_and_the_same
             assert manifest['model']['endpoint_host'] == '127.0.0.1' and 'generation' in manifest['model']
             assert manifest['judge']['model'] == 'Org/Judge-7B'
             assert kit_output(folder, f'Qwen--Tiny-VL_{dataset}_Org--Judge-7B_verdicts.jsonl')
+        for plot in ('GRAB_DEMO_complexity.png', 'R-Bench-Full_DEMO_radar.png', 'R-Bench-Full_DEMO_task_strength.png'):
+            with Image.open(kit_output(folder, f'Qwen--Tiny-VL_{plot}')) as png:   # the title the plot shows
+                assert png.text['Title'].split(' | ')[1] == 'model Qwen/Tiny-VL', (plot, png.text)
         out = proc.stdout
         assert '# Qwen/Tiny-VL' in out, out[-3000:]            # the name as typed; the safe form is for files
         assert f'results: {work}' in out or 'results: outputs' in out, out[-2000:]

@@ -236,8 +236,10 @@ class CorruptedDataset(LoadingChecks, _TextTSV):
         with open(stem_path(eval_file, '_robustness.md'), 'w', encoding='utf-8') as f:
             f.write(report)
         from vlmeval_ext.plugin.rbench import plot_radar, plot_task_strength
+        from vlmeval_ext.datasets import MODEL_NAMES
         from vlmeval_ext.records.plots import model_of_file, no_plot_line, run_title
-        title = run_title(self.dataset_name, model_of_file(eval_file, self.dataset_name), judge.name, len(rows),
+        folder = model_of_file(eval_file, self.dataset_name)
+        title = run_title(self.dataset_name, MODEL_NAMES.get(folder, folder), judge.name, len(rows),
                           len(rows) - excluded)
         if plot_radar(table, stem_path(eval_file, '_radar.png'), title=f'{title}\nrobustness (0-1)'):
             plot_task_strength(table, stem_path(eval_file, '_strength.png'), title=title, tasks=(task,))

@@ -5,7 +5,8 @@ registry record names (`report`). The generic engines ask it and name no benchma
 - `summary_row(score)`: its row in `vlmeval-ext summary` and the leaderboard: {column with its unit: value};
 - `run_record(dataset)`: what its scores depend on beyond the files (prompt templates, seeds, input mode), which
   the manifest stores (templates as sha1);
-- `write_extras(dataset, eval_file, score, tag)`: the plots and tables beside the score file;
+- `write_extras(dataset, eval_file, score, tag, model)`: the plots and tables beside the score file (`model`: the
+  name as the user typed it, for plot titles);
 - `intervals(eval_file, score, tag)`: the score file's `ci95` block (methods in vlmeval_ext.records.intervals), from
   the per-item file the evaluation wrote; `with_intervals(table, score)`: the table evaluate returns (what the kit
   prints) with each headline row's interval;
@@ -48,7 +49,8 @@ class Report:
     def run_record(self, dataset: str) -> dict:
         return {}
 
-    def write_extras(self, dataset: str, eval_file: str, score: Mapping, tag: str = '') -> None:
+    def write_extras(self, dataset: str, eval_file: str, score: Mapping, tag: str = '', model: str = '') -> None:
+        """`model`: the model's name as the user typed it, for plot titles (default: the kit's folder name)."""
         return None
 
     def intervals(self, eval_file: str, score: Mapping, tag: str = '') -> dict:
@@ -103,10 +105,11 @@ def plt_module():
 
 
 def save_figure(plt, fig, path, title: str = '', dpi: int = 110) -> None:
-    """The figure with its run title on top (wrapped to the figure's width), written to `path` and closed."""
+    """The figure with its run title on top (wrapped to the figure's width), written to `path` (the title also as the
+    PNG's Title) and closed."""
     from vlmeval_ext.records.plots import wrapped
     if title:
         fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=dpi, metadata={'Title': title} if title else None)
     plt.close(fig)

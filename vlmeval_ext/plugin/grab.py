@@ -45,11 +45,12 @@ class GRABReport(Report):
         from vlmeval_ext.records.intervals import leaf
         return [leaf(score.get('ci95'), [s, 'Overall']) for s in self.SCORINGS if isinstance(score.get(s), dict)]
 
-    def write_extras(self, dataset, eval_file, score, tag=''):
+    def write_extras(self, dataset, eval_file, score, tag='', model=''):
+        model = model or model_of_file(eval_file, dataset)
         plot_path = stem_path(eval_file, '_complexity.png')
         counts, judge = score['counts'], score.get('judge')
         judge_text = f'{judge["name"]} (llm_extracted)' if judge else 'none (official and normalized are rule-based)'
-        title = run_title(dataset, model_of_file(eval_file, dataset), judge_text, counts['items'], counts['scored'])
+        title = run_title(dataset, model, judge_text, counts['items'], counts['scored'])
         if not plot_complexity(score, plot_path, title=title):
             print(no_plot_line('GRAB', plot_path, f'no item was scored ({counts["inference_failures"]} of '
                                                   f'{counts["items"]} are inference failures)'))

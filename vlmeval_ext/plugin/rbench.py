@@ -124,7 +124,8 @@ class RBenchReport(Report):
         return {'prompts': {**{f'model_{t}': p for t, p in MODEL_PROMPTS.items()},
                             **{f'judge_{t}': p for t, p in JUDGE_PROMPTS.items()}}}
 
-    def write_extras(self, dataset, eval_file, score, tag=''):
+    def write_extras(self, dataset, eval_file, score, tag='', model=''):
+        model = model or model_of_file(eval_file, dataset)
         from vlmeval_ext.records.intervals import leaf
         judge = score.get('judge') or {}
         offline = judge.get('mode') == 'offline'
@@ -143,7 +144,7 @@ class RBenchReport(Report):
         table = {m: score[m] for m in ('absolute', 'relative')}
         judge_text = judge.get('label', '') if offline else f'{judge.get("name")} ({judge.get("mode")} mode)'
         counts = score.get('counts', {})
-        title = run_title(dataset, model_of_file(eval_file, dataset), judge_text, counts.get('items', 0),
+        title = run_title(dataset, model, judge_text, counts.get('items', 0),
                           counts.get('scored'))
         if plot_radar(table, stem_path(eval_file, f'{tag}_radar.png'), title=title):
             plot_task_strength(table, stem_path(eval_file, f'{tag}_task_strength.png'), title=title)

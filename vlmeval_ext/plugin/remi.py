@@ -62,8 +62,8 @@ class ReMIReport(Report):
         return {'input_mode': split_and_mode(dataset)[1], 'judge': {'model': None, 'mode': 'rule-based (no judge)'},
                 'prompts': {'appendix_common': COMMON, **APPENDIX}}
 
-    def write_extras(self, dataset, eval_file, score, tag=''):
-        model = model_of_file(eval_file, dataset)
+    def write_extras(self, dataset, eval_file, score, tag='', model=''):
+        model = model or model_of_file(eval_file, dataset)
         Path(stem_path(eval_file, '_tasks.md')).write_text(remi_markdown(score, model), encoding='utf-8')
         counts = score['counts']
         if not counts['scored']:
@@ -121,7 +121,7 @@ def remi_bars(summary: Mapping, out_path, model_name: str = 'model', title: str 
                  fontsize=9)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out_path, dpi=110)
+    fig.savefig(out_path, dpi=110, metadata={'Title': title} if title else None)
     plt.close(fig)
     return Path(out_path)
 
