@@ -57,12 +57,10 @@ def _verdict_cache_per_test(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def _notes_said_per_test():
-    """An in-process evaluation says each note once per process (a run); each test is a run of its own."""
-    import sys
-    datasets = sys.modules.get('vlmeval_ext.datasets')      # not imported here: importing it imports the kit
-    if datasets is not None:
-        datasets.NOTES_SAID.clear()
+def _a_run_context_per_test():
+    """Each test is a run of its own: its notes said once, its judges test-called once, no options of another."""
+    from vlmeval_ext import run_context
+    run_context.start()
 
 
 @pytest.fixture

@@ -266,8 +266,7 @@ def main(argv=None) -> None:
             print(f'  {name:15s} {help_text}')
         sys.exit(0 if argv else 2)
     name, rest = argv[0], argv[1:]
-    from vlmeval_ext.logs import quiet_kit_notices
-    from vlmeval_ext.secrets import install_log_redaction
+    from vlmeval_ext.kit_workarounds.console import install_log_redaction, quiet_kit_notices
     install_log_redaction()
     quiet_kit_notices()
     try:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from vlmeval_ext import run_context
 from vlmeval_ext.dataset import grab, rbench_full, remi, rococo_mcq, rococo_retrieval
 from vlmeval_ext.errors import ExtError
 from vlmeval_ext.io import (CutReplies, DataError, file_md5, keep_uncut_replies, lmu_data_root, load_predictions,
@@ -48,19 +49,6 @@ class JudgeIncomplete(ExtError):
 
 
 _RECORDS = {r.key: r for r in BENCHMARKS}
-# Judge and protocol options for every evaluation of this run (the launcher takes them out of --judge-args,
-# so the kit's own datasets never send them to their judges).
-RUN_OPTIONS: dict = {}
-# The model names as the user typed them ('Qwen/Qwen2-VL-7B'), by the kit's folder name ('Qwen--Qwen2-VL-7B'), for
-# what people read (plot titles); the folder name stays in file names.
-MODEL_NAMES: dict = {}
-
-
-def set_run_options(options: dict, model_names: dict | None = None) -> None:
-    RUN_OPTIONS.clear()
-    RUN_OPTIONS.update(check_judge_options(options))
-    MODEL_NAMES.clear()
-    MODEL_NAMES.update(model_names or {})
 
 
 def _text(value) -> str:
@@ -299,10 +287,10 @@ class PluginDataset(LoadingChecks):
     def _evaluate(self, eval_file: str, **judge_kwargs):
         from vlmeval_ext.coverage import check_against_dataset, coverage_line
         from vlmeval_ext.secrets import mask_echoed_keys
-        from vlmeval_ext.verbatim import restore as restore_verbatim
+        from vlmeval_ext.kit_workarounds.verbatim import restore as restore_verbatim
         record = self.record()
         ours = {k: judge_kwargs.pop(k) for k in (*PLUGIN_OPTIONS, *PROTOCOL_OPTIONS) if k in judge_kwargs}
-        options = check_judge_options({**RUN_OPTIONS, **ours})
+        options = check_judge_options({**run_context.current().options, **ours})
         judge_kwargs.update({k: options[k] for k in PROTOCOL_OPTIONS if k in options})
         self._judge_options, self._judges, self._eval_file = options, [], eval_file
         restore_verbatim(eval_file)
@@ -343,7 +331,7 @@ class PluginDataset(LoadingChecks):
         if coverage is not None:
             print(coverage_line(record.title, coverage))
         for note in notes:
-            say_once(f'[{record.title}] {note}')
+            run_context.current().say_once(f'[{record.title}] {note}')
         return table
 
     def extend_score(self, score: dict, eval_file: str) -> None:
@@ -390,7 +378,7 @@ class PluginDataset(LoadingChecks):
         score.update(report.intervals(eval_file, score, tag))
         write_json(score, score_path)
         folder = self_model(eval_file, self.dataset_name)
-        report.write_extras(self.dataset_name, eval_file, score, tag, model=MODEL_NAMES.get(folder, folder))
+        report.write_extras(self.dataset_name, eval_file, score, tag, model=run_context.current().typed_model(folder))
         return score
 
 
@@ -566,16 +554,7 @@ class RoCOCORetrieval(PluginDataset, rococo_retrieval.RoCOCORetrieval):
         if self_model(eval_file, self.dataset_name) in SMOKE_TEST_MODELS:
             from vlmeval_ext.plugin.rococo_retrieval import SMOKE_TEST_NOTE
             score['note'] = SMOKE_TEST_NOTE
-            say_once(f'[RoCOCO] {SMOKE_TEST_NOTE}')
-
-
-NOTES_SAID: set = set()     # the notes this process printed: a run says each once (every score file keeps its own)
-
-
-def say_once(line: str) -> None:
-    if line not in NOTES_SAID:
-        NOTES_SAID.add(line)
-        print(line)
+            run_context.current().say_once(f'[RoCOCO] {SMOKE_TEST_NOTE}')
 
 
 def self_model(eval_file, dataset: str) -> str:
@@ -586,4 +565,4 @@ def self_model(eval_file, dataset: str) -> str:
 
 
 __all__ = ['GRAB', 'RBenchFull', 'ReMI', 'RoCOCOMCQ', 'RoCOCORetrieval', 'PluginDataset', 'LoadingChecks',
-           'JudgeIncomplete', 'set_run_options', 'KIT_REFERENCE_MAX']
+           'JudgeIncomplete', 'KIT_REFERENCE_MAX']

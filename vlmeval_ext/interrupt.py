@@ -25,6 +25,8 @@ import threading
 import time
 import warnings
 
+from vlmeval_ext.kit_workarounds.kit_writes import inside_kit_write, main_thread_writing
+
 GRACE_S = 5.0
 WRITE_WAIT_S = 30.0     # the longest a kit file write may hold back the end (a progress file of a few MB takes <1 s)
 EXIT_STATUS = 130
@@ -60,35 +62,20 @@ def cancel_queued_calls() -> int:
     return cancelled
 
 
-def _inside_kit_write(frame) -> bool:
-    """True while the main thread is inside the kit's file writing (vlmeval/smp/file.py)."""
-    while frame is not None:
-        name = frame.f_code.co_filename.replace('\\', '/')
-        if name.endswith('vlmeval/smp/file.py') and frame.f_code.co_name.startswith('dump'):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _main_thread_writing() -> bool:
-    frame = sys._current_frames().get(threading.main_thread().ident)
-    return _inside_kit_write(frame)
-
-
 def _end_now() -> None:
     """End the process now, but never in the middle of a kit file write (an os._exit there leaves a cut
     checkpoint or progress file, whose every answer is then lost): wait for the write, up to WRITE_WAIT_S."""
     line = _state['summary']() if callable(_state['summary']) else 'interrupted'
     print(f'\n[vlmeval-ext] {line}', file=sys.stderr, flush=True)
     deadline = time.monotonic() + WRITE_WAIT_S
-    while _main_thread_writing() and time.monotonic() < deadline:
+    while main_thread_writing() and time.monotonic() < deadline:
         time.sleep(0.01)
     os._exit(EXIT_STATUS)                  # right after the check: no time for a new write to start
 
 
 def _handler(signum, frame):
     if STOP.reason == 'interrupted' and not _state['pending_raise']:   # a second Ctrl-C
-        if _inside_kit_write(frame):       # the write goes on in this thread: end from another once it is done
+        if inside_kit_write(frame):       # the write goes on in this thread: end from another once it is done
             threading.Thread(target=_end_now, daemon=True).start()
             return
         _end_now()
@@ -97,7 +84,7 @@ def _handler(signum, frame):
         timer = threading.Timer(GRACE_S, _end_now)
         timer.daemon = True
         timer.start()
-    if _inside_kit_write(frame):
+    if inside_kit_write(frame):
         _state['pending_raise'] = True
         threading.Timer(0.05, _redeliver).start()
         return

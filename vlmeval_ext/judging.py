@@ -47,6 +47,7 @@ from collections import deque
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from vlmeval_ext import run_context
 from vlmeval_ext.errors import ExtError
 from vlmeval_ext.interrupt import STOP
 
@@ -348,7 +349,6 @@ class VerdictStore:
 
 
 _STORES: dict[str, VerdictStore] = {}
-ALL_JUDGES: list = []          # every CachedJudge of this process (the Ctrl-C line counts their calls)
 
 
 def shared_store() -> VerdictStore:
@@ -466,7 +466,7 @@ class CachedJudge:
         self.unstored: list[dict] = []
         self.last_error = ''
         self._import_unstored()
-        ALL_JUDGES.append(self)
+        run_context.current().judges.append(self)
 
     def __getattr__(self, name):
         return getattr(self.__dict__['kit_judge'], name)
@@ -490,7 +490,8 @@ class CachedJudge:
         """One tiny call before a long evaluation (once per judge, endpoint and parameters in a process): a dead
         judge stops the run at once. The call goes exactly where the evaluation's calls will go."""
         identity = (self.name, self.endpoint, self.params_sha)
-        if identity in _CHECKED:
+        checked = run_context.current().judges_checked
+        if identity in checked:
             return
         retries, self.retries = self.retries, min(self.retries, 2)
         try:
@@ -503,7 +504,7 @@ class CachedJudge:
             where = self.endpoint or 'its endpoint'
             raise JudgeUnavailable(f'the judge {self.name} at {where} did not answer a test call '
                                    f'({self.last_error[:200]}); {DEAD_JUDGE_ADVICE}')
-        _CHECKED.add(identity)
+        checked.add(identity)
 
     def working(self) -> bool:
         """The kit's judge check (`judge.working()`, which the kit dialect asks before judging): True once this
@@ -732,9 +733,6 @@ class CachedJudge:
 
 
 # ------------------------------------------------------------------------------------------------ building
-_CHECKED: set[tuple] = set()
-
-
 def build_kit_judge(name: str, **kwargs):
     """The kit's judge for `name` (build_judge), with the kit's own retries off: ours count and back off."""
     from vlmeval.dataset.utils import build_judge

@@ -46,6 +46,9 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 from vlmeval_ext.errors import EndpointUnavailable, ExtError, KitEntryPointNotFound, RefusedArgument, report
+from vlmeval_ext.kit_workarounds.checkpoints import (checkpoint_files, kit_run_dirs, remove_empty_run_dirs,
+                                                     repair_unstorable_replies, set_aside_unloadable)
+from vlmeval_ext.kit_workarounds.kit_names import known_dataset_names
 from vlmeval_ext.locks import LOCK_DIR, open_lock_file
 
 PREFIX = '[vlmeval-ext]'
@@ -222,6 +225,9 @@ class RunPlan:
     def model_dir(self, model: str) -> Path:
         return Path(self.work_dir) / model
 
+    def model_dirs(self) -> dict[str, Path]:
+        return {model: self.model_dir(model) for model in self.models}
+
 
 def read_config(path: str | None) -> dict:
     if not path:
@@ -332,54 +338,6 @@ OURS_IN_SHORT = ('R-Bench-Full[-MCQ|-VQA|-CAP], GRAB, ReMI[_labelled|_composite]
                  'RoCOCO-I2T-<clean|attack>, RoCOCO-T2I-<mix|patch>, their *_DEMO splits and <Dataset>-RC')
 
 
-def kit_names_file() -> Path | None:
-    """Where the dataset names of the installed kit are kept, keyed by the bytes of the two kit files that list them
-    (found without importing the kit): a kit upgrade or an edited checkout reads its names afresh."""
-    import hashlib
-    import importlib.util
-    from vlmeval_ext.judging import cache_dir
-    spec = importlib.util.find_spec('vlmeval')
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(list(spec.submodule_search_locations)[0]) / 'dataset'
-    digest = hashlib.sha256()
-    for part in ('__init__.py', 'video_dataset_config.py'):
-        try:
-            digest.update((root / part).read_bytes())
-        except OSError:
-            return None
-    return cache_dir() / f'kit-dataset-names-{digest.hexdigest()[:16]}.json'
-
-
-def known_dataset_names(kit_loaded: bool) -> list[str] | None:
-    """Every dataset name the kit and we know. With the kit loaded: from the kit, and kept for the next run (a
-    write that fails is no error: the names are only a shortcut). Before the kit's import: the names kept by an earlier
-    run of this kit, None when there are none."""
-    from vlmeval_ext.registry import dataset_names
-    path = kit_names_file()
-    if not kit_loaded:
-        try:
-            kit_names = json.loads(path.read_text(encoding='utf-8')) if path else None
-        except (OSError, ValueError):
-            return None
-        if not isinstance(kit_names, list):
-            return None
-        return list(dict.fromkeys([*dataset_names(), *map(str, kit_names)]))
-    import vlmeval.dataset as kit
-    from vlmeval.dataset.video_dataset_config import supported_video_datasets
-    ours = set(dataset_names())
-    kit_names = [n for n in dict.fromkeys([*kit.SUPPORTED_DATASETS, *supported_video_datasets]) if n not in ours]
-    if path is not None and not path.is_file():      # keyed by the kit's files: written once per kit
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f'{path.name}.{os.getpid()}.tmp')
-            tmp.write_text(json.dumps(kit_names), encoding='utf-8')
-            os.replace(tmp, path)
-        except OSError:
-            pass
-    return list(dict.fromkeys([*dataset_names(), *kit_names]))
-
-
 def unknown_dataset_lines(names, known: list[str]) -> list[str]:
     """Names not in `known` (the kit's and ours) and with no TSV under $LMUData, each with a "did you mean"."""
     from vlmeval_ext.io import lmu_data_root
@@ -423,35 +381,16 @@ def with_option(argv: list[str], option: str, value: str | None) -> list[str]:
 
 
 # ---- served model names ------------------------------------------------------------------------------------------
-GENERATION_ARGS = ('max_tokens', 'temperature', 'top_k', 'top_p', 'repetition_penalty', 'timeout', 'retry',
-                   'custom_prompt', 'stream')
-
-
 def serve_models(kit_ns: dict, args, plan: RunPlan, argv: list[str]) -> list[str]:
-    """--base-url models: each registered in the kit's `supported_VLM` under its folder name (its safe form),
-    with the kit's own `build_model_from_base_url` arguments and the name given as the one sent to the server.
-    Returns the argv the kit gets (--model with the folder names, no --base-url). Recorded in plan.served."""
+    """--base-url models under their safe folder names (vlmeval_ext.kit_workarounds.served_names). Returns the argv
+    the kit gets (--model with the folder names, no --base-url). Recorded in plan.served."""
     if not args.base_url or plan.config or getattr(args, 'api_mode', False):
         return argv
-    from functools import partial
-
-    import vlmeval.api as kit_api
-    from vlmeval.config import supported_VLM
-
-    from vlmeval_ext.io import safe_name
-    base = kit_ns['build_model_from_base_url'](args)
-    folders = []
-    for name in args.model:
-        kwargs = {**base, 'model': name}
-        folder = safe_name(name)
-        supported_VLM[folder] = partial(kit_api.LMDeployAPI, **kwargs)
-        folders.append(folder)
-        plan.served[folder] = {'served_name': name, 'folder_name': folder, 'class': 'LMDeployAPI',
-                               'endpoint_host': urlsplit(kwargs['api_base']).hostname,
-                               'endpoint': kwargs['api_base'].split('?')[0],
-                               'generation': {k: kwargs[k] for k in GENERATION_ARGS if k in kwargs}}
+    from vlmeval_ext.kit_workarounds.served_names import serve_under_safe_names
+    served = serve_under_safe_names(kit_ns['build_model_from_base_url'](args), args.model)
+    plan.served.update(served)
     argv = with_option(with_option(argv, '--base-url', None), '--model', None)
-    return [*argv, '--model', *folders]
+    return [*argv, '--model', *served]
 
 
 # ---- models that cannot take a dataset -------------------------------------------------------------------------
@@ -604,106 +543,6 @@ def judge_kwargs_of(args, judge_args: dict) -> dict:
     if getattr(args, 'judge_timeout', None):
         kwargs.setdefault('timeout', args.judge_timeout)
     return kwargs
-
-
-# ---- the kit's checkpoints -------------------------------------------------------------------------------------
-def checkpoint_files(run_dir: Path, model: str, dataset: str, world_size: int) -> list[Path]:
-    names = [f'{model}_{dataset}_checkpoint.pkl', f'{model}_{dataset}_PREV.pkl',
-             *(f'{rank}{world_size}_{dataset}.pkl' for rank in range(world_size)),
-             *(f'{model}_{dataset}.{ext}' for ext in ('xlsx', 'tsv', 'json'))]
-    return [run_dir / n for n in names if (run_dir / n).is_file()]
-
-
-def kit_run_dirs(model_dir: Path) -> list[Path]:
-    """The model folder and the kit's per-run folders inside it (an upstream checkout writes one per run)."""
-    from vlmeval.smp.file import list_eval_run_dirs
-    return [model_dir, *map(Path, list_eval_run_dirs(str(model_dir)))] if model_dir.is_dir() else []
-
-
-def remove_empty_run_dirs(plan: RunPlan, started: datetime.datetime) -> list[Path]:
-    """Remove the per-run folders (`T<date>-<time>`) that the kit made in this run and left empty. ms-vlmeval
-    0.0.20 makes one per dataset run (`prepare_reuse_files`) and writes everything into the model folder; an upstream
-    checkout writes its status.json into it, so its folders are never empty and stay. Returns what was removed."""
-    from vlmeval.smp.file import is_eval_run_id
-    removed = []
-    for model in plan.models:
-        model_dir = plan.model_dir(model)
-        if not model_dir.is_dir():
-            continue
-        for folder in model_dir.iterdir():
-            if not (folder.is_dir() and not folder.is_symlink() and is_eval_run_id(folder.name)):
-                continue
-            made = datetime.datetime.fromtimestamp(folder.stat().st_mtime).astimezone()
-            if made >= started and not any(folder.iterdir()):
-                folder.rmdir()
-                removed.append(folder)
-    return removed
-
-
-def set_aside_unloadable(plan: RunPlan, world_size: int) -> list[str]:
-    """Move aside each checkpoint/prediction file of the run that the kit could not load; returns the lines said."""
-    from vlmeval.smp import load
-    said = []
-    stamp = datetime.datetime.now().strftime('%Y%m%d-%H%M%S')
-    for model in plan.models:
-        for run_dir in kit_run_dirs(plan.model_dir(model)):
-            for dataset in plan.datasets:
-                for path in checkpoint_files(run_dir, model, dataset, world_size):
-                    try:
-                        load(str(path))
-                        continue
-                    except Exception as err:  # pickle/zip/json raise many types; any of them stops the kit
-                        reason = f'{type(err).__name__}: {err}'
-                    aside = path.with_name(f'{path.name}.unreadable-{stamp}')
-                    try:
-                        os.replace(path, aside)
-                    except FileNotFoundError:
-                        continue
-                    line = (f'{path} cannot be loaded ({reason[:120]}); moved to {aside.name}. Lost: the '
-                            f'{model} x {dataset} predictions it held; the kit asks for them again')
-                    say(line, 'WARNING')
-                    said.append(line)
-    return said
-
-
-def repair_unstorable_replies(plan: RunPlan, world_size: int, datasets=None) -> list[str]:
-    """Replace lone surrogates in the replies held by the checkpoints of our datasets (U+FFFD; a surrogate pair
-    split in two code points is joined): no UTF-8 file can store them, and the kit's table of predictions refuses
-    them, so a run that failed on one would fail again with the same reply. Returns the lines said."""
-    import pickle
-
-    from vlmeval_ext.predictions import storable_text
-    said = []
-    for model in plan.models:
-        for run_dir in kit_run_dirs(plan.model_dir(model)):
-            for dataset in datasets or plan.datasets:
-                if not _ours(dataset):
-                    continue
-                for path in checkpoint_files(run_dir, model, dataset, world_size):
-                    if path.suffix != '.pkl':
-                        continue
-                    try:
-                        with open(path, 'rb') as f:
-                            held = pickle.load(f)      # the kit's own checkpoint, written by its dump()
-                    except Exception:  # unreadable: set_aside_unloadable deals with it
-                        continue
-                    if not isinstance(held, dict):
-                        continue
-                    fixed = [k for k, v in held.items() if isinstance(v, str) and storable_text(v) != v]
-                    if not fixed:
-                        continue
-                    for k in fixed:
-                        held[k] = storable_text(held[k])
-                    tmp = path.with_name(f'{path.name}.partial{os.getpid()}')
-                    with open(tmp, 'wb') as f:
-                        pickle.dump(held, f)
-                    os.replace(tmp, path)
-                    line = (f'{path}: {len(fixed)} repl(ies) of {model} on {dataset} (item(s) {fixed[:10]}) held a '
-                            'lone surrogate, which no UTF-8 file can store; replaced by U+FFFD so the predictions '
-                            'can be written')
-                    say(line, 'WARNING')
-                    said.append(line)
-    return said
 
 
 def prediction_files_of_ours(plan: RunPlan) -> list[Path]:
@@ -889,12 +728,15 @@ def after_the_kit(args, plan: RunPlan, handed_args: list[str], started, judge_kw
     from vlmeval_ext.records.run_records import write_run_records
     failures, scored = [], []
     world_size = int(os.environ.get('WORLD_SIZE', 1))
-    remove_empty_run_dirs(plan, started)
+    remove_empty_run_dirs(plan.model_dirs(), started)
     for outcome in outcomes(plan, handed_args, started):
         reason = failure_of(outcome, args.mode)
         if reason:
-            single = RunPlan([outcome.model], [outcome.dataset], plan.work_dir, plan.config)
-            if _ours(outcome.dataset) and repair_unstorable_replies(single, world_size):
+            repaired = _ours(outcome.dataset) and repair_unstorable_replies(
+                {outcome.model: plan.model_dir(outcome.model)}, [outcome.dataset], world_size)
+            for line in repaired or []:
+                say(line, 'WARNING')
+            if repaired:
                 reason += ('; the replies that could not be stored are repaired in the checkpoint: run the same '
                            'command again to finish (no reply is asked again)')
             failures.append(f'{outcome.model} x {outcome.dataset}: {reason}')
@@ -921,7 +763,7 @@ def after_the_kit(args, plan: RunPlan, handed_args: list[str], started, judge_kw
 
 # ---- the whole run -----------------------------------------------------------------------------------------------
 def _help_without_kit(entry: KitEntry) -> str | None:
-    from vlmeval_ext.kit_help import help_text
+    from vlmeval_ext.kit_workarounds.kit_help import help_text
     from vlmeval_ext.registry import MODELS, dataset_names
     try:
         source = Path(entry.source).read_text(encoding='utf-8')
@@ -945,9 +787,10 @@ def run(argv: list[str]) -> int:
 
 
 def interrupted_line() -> str:
-    from vlmeval_ext import judging
-    made = sum(j.stats['made'] for j in judging.ALL_JUDGES)
-    missing = sum(j.stats['refused'] for j in judging.ALL_JUDGES)
+    from vlmeval_ext import run_context
+    judges = run_context.current().judges
+    made = sum(j.stats['made'] for j in judges)
+    missing = sum(j.stats['refused'] for j in judges)
     verdicts = f'{made} judge verdict(s) received this run are stored, {missing} call(s) were not made; ' if (
         made or missing) else ''
     return (f'interrupted: {verdicts}the model answers the kit saved are kept; run the same command to resume '
@@ -969,7 +812,9 @@ def _run(argv: list[str]) -> int:
     names = config_dataset_names(config, early.data)
     check_our_datasets(names)
     fmt, fmt_line = check_prediction_format(names, os.environ)
-    known = known_dataset_names(kit_loaded=False) if not config else None
+    from vlmeval_ext.judging import cache_dir
+    from vlmeval_ext.registry import dataset_names
+    known = known_dataset_names(dataset_names(), cache_dir(), kit_loaded=False) if not config else None
     if known is not None:                  # a name no one knows: said before the kit's import, as after it
         lines = unknown_dataset_lines(names, known)
         if lines:
@@ -986,7 +831,7 @@ def _run(argv: list[str]) -> int:
     kit_judge_args, options = judge_options_of(args.judge_args)
     plan = plan_of(args, config)
     if not config:
-        lines = unknown_dataset_lines(plan.datasets, known_dataset_names(kit_loaded=True))
+        lines = unknown_dataset_lines(plan.datasets, known_dataset_names(dataset_names(), cache_dir(), kit_loaded=True))
         if lines:
             for line in lines:
                 say(line, 'ERROR')
@@ -1003,8 +848,9 @@ def _run(argv: list[str]) -> int:
     if not getattr(args, 'reuse', False) and args.mode != 'eval':
         handed.append('--reuse')
     handed = serve_models(kit_ns, args, plan, handed)
-    from vlmeval_ext.datasets import set_run_options
-    set_run_options(options, {folder: entry['served_name'] for folder, entry in plan.served.items()})
+    from vlmeval_ext import run_context
+    from vlmeval_ext.judging import check_judge_options
+    run_context.start(check_judge_options(options), {f: entry['served_name'] for f, entry in plan.served.items()})
     judge_kwargs = judge_kwargs_of(args, kit_judge_args)
     if args.mode != 'eval':
         for name, build in api_model_builders(plan).items():
@@ -1023,11 +869,13 @@ def _run(argv: list[str]) -> int:
     world_size = int(os.environ.get('WORLD_SIZE', 1))
     first_rank = int(os.environ.get('RANK', 0)) == 0
     with combination_locks(plan, first_rank=first_rank):
-        set_aside_unloadable(plan, world_size)
-        repair_unstorable_replies(plan, world_size)
+        for line in [*set_aside_unloadable(plan.model_dirs(), plan.datasets, world_size),
+                     *repair_unstorable_replies(plan.model_dirs(), [d for d in plan.datasets if _ours(d)],
+                                                world_size)]:
+            say(line, 'WARNING')
         before = saved_predictions(plan) if first_rank else {}
         if first_rank:
-            from vlmeval_ext.verbatim import remember
+            from vlmeval_ext.kit_workarounds.verbatim import remember
             remember(prediction_files_of_ours(plan))
         if first_rank and any(before.values()):
             reused = ', '.join(f'{m} x {d}: {n}' for (m, d), n in before.items() if n)
@@ -1037,7 +885,7 @@ def _run(argv: list[str]) -> int:
         saved_argv = sys.argv
         sys.argv = [entry.target, *handed]
         from vlmeval_ext.interrupt import handling_ctrl_c, interrupted
-        from vlmeval_ext.secrets import masked_console
+        from vlmeval_ext.kit_workarounds.console import masked_console
         try:
             with masked_console(), handling_ctrl_c(interrupted_line):
                 entry.run()

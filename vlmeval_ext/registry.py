@@ -217,17 +217,17 @@ def register(redact_logs: bool = False, quiet_notices: bool = False) -> None:
     must not take ours), their names into `SUPPORTED_DATASETS`, the classes as attributes of `vlmeval.dataset`
     and `vlmeval.vlm` (--config "class" lookup), our models into `supported_VLM`. Nothing else of the process
     changes unless asked, as our run.py and commands do: `redact_logs` installs a log-record factory so that no log
-    line of the kit or ours can carry an API key (vlmeval_ext.secrets); `quiet_notices` hides the kit's notice about
-    its optional .env file (vlmeval_ext.logs). Raises KitNotInstalled without a kit.
+    line of the kit or ours can carry an API key; `quiet_notices` hides the kit's notice about its optional .env file
+    (both in vlmeval_ext.kit_workarounds.console). Raises KitNotInstalled without a kit.
     """
     if quiet_notices:
-        from vlmeval_ext.logs import quiet_kit_notices
+        from vlmeval_ext.kit_workarounds.console import quiet_kit_notices
         quiet_kit_notices()
     kit_dataset = import_kit('vlmeval.dataset')
     kit_config = import_kit('vlmeval.config')
     kit_vlm = import_kit('vlmeval.vlm')
     if redact_logs:
-        from vlmeval_ext.secrets import install_log_redaction
+        from vlmeval_ext.kit_workarounds.console import install_log_redaction
         install_log_redaction()
     for name, (path, kwargs) in MODELS.items():
         cls = load_object(path)

@@ -1,13 +1,9 @@
-"""Keep API keys out of every log line, including the kit's own (it logs `API Key: ...` and judge kwargs).
-
-A log-record factory masks the values of key-like environment variables and key-shaped strings before any
-handler formats the record, so no file handler of the kit or ours can write a key.
+"""What counts as an API key, and masking it: in texts (`redact`), in replies that echo one (`mask_echoed_keys`), in
+option names and values the launcher refuses. The kit's own log lines and console go through `redact` by way of
+vlmeval_ext.kit_workarounds.console.
 """
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import os
 import re
 import sys
@@ -19,7 +15,6 @@ _KEY_SHAPES = [
     re.compile(r'(Bearer\s+)([A-Za-z0-9_\-\.]{6,})'),                          # auth headers
     re.compile(r"""((?:api[_-]?)?key['"]?\s*[:=]\s*['"]?)([^'"\s,}]{6,})""", re.I),  # key=..., 'key': '...'
 ]
-_installed = False
 
 
 def secret_values() -> list[str]:
@@ -72,65 +67,6 @@ def redact(text: str, extra: tuple[str, ...] = ()) -> str:
     text = _KEY_SHAPES[1].sub(lambda m: m.group(1) + MASK, text)
     text = _KEY_SHAPES[2].sub(lambda m: m.group(1) + MASK, text)
     return text
-
-
-def install_log_redaction() -> None:
-    """Wrap the log-record factory once: every record's final message is redacted."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    previous = logging.getLogRecordFactory()
-
-    def factory(*args, **kwargs):
-        record = previous(*args, **kwargs)
-        message = record.getMessage()
-        cleaned = redact(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        return record
-
-    logging.setLogRecordFactory(factory)
-
-
-class MaskedStream(io.TextIOBase):
-    """A console stream that writes through `redact`: what the kit prints (`--verbose` prints each model answer,
-    which an endpoint echoing the request's key would carry) reaches the console without a key."""
-
-    def __init__(self, stream):
-        super().__init__()
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        self._stream.write(redact(text) if isinstance(text, str) else text)
-        return len(text)
-
-    def flush(self) -> None:
-        self._stream.flush()
-
-    def isatty(self) -> bool:
-        return self._stream.isatty()
-
-    def fileno(self) -> int:
-        return self._stream.fileno()
-
-    @property
-    def encoding(self):
-        return getattr(self._stream, 'encoding', 'utf-8')
-
-    def __getattr__(self, name):     # buffer, reconfigure, ...: the wrapped stream's own
-        return getattr(self._stream, name)
-
-
-@contextlib.contextmanager
-def masked_console():
-    """sys.stdout and sys.stderr write through `redact` inside the block (the launcher runs the kit in it)."""
-    saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = MaskedStream(saved[0]), MaskedStream(saved[1])
-    try:
-        yield
-    finally:
-        sys.stdout, sys.stderr = saved
 
 
 def mask_echoed_keys(prediction_file) -> int:

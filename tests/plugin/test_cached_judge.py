@@ -10,7 +10,7 @@ import time
 import pytest
 
 from helpers.kit_run import FAKE_KEY
-from vlmeval_ext import judging
+from vlmeval_ext import judging, run_context
 from vlmeval_ext.interrupt import STOP
 from vlmeval_ext.judging import FAIL_MSG, CachedJudge, VerdictStore, build_kit_judge
 
@@ -19,7 +19,7 @@ from vlmeval_ext.judging import FAIL_MSG, CachedJudge, VerdictStore, build_kit_j
 def judge_env(monkeypatch):
     monkeypatch.setenv('OPENAI_API_KEY', FAKE_KEY)
     monkeypatch.delenv('OPENAI_API_BASE', raising=False)
-    judging._CHECKED.clear()
+    run_context.start()
     yield
     STOP.clear()
 

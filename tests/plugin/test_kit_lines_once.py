@@ -1,10 +1,10 @@
-"""vlmeval_ext.logs.kit_lines_once: a line the kit logs again and again in one block is shown once, then counted."""
+"""vlmeval_ext.kit_workarounds.console.kit_lines_once: a line the kit logs again and again in one block is shown once, then counted."""
 from __future__ import annotations
 
 import io
 import logging
 
-from vlmeval_ext.logs import kit_lines_once
+from vlmeval_ext.kit_workarounds.console import kit_lines_once
 
 
 def test_a_repeated_kit_line_is_shown_once_and_counted_and_other_lines_pass(capsys):

@@ -103,7 +103,7 @@ def _accepting(monkeypatch):
 
 
 def _kit_parser():
-    from vlmeval_ext.kit_help import kit_parser
+    from vlmeval_ext.kit_workarounds.kit_help import kit_parser
     from vlmeval_ext.launcher import find_kit_entry
     parser = kit_parser(Path(find_kit_entry().source).read_text(encoding='utf-8'))
     assert parser is not None, "the kit's run.py parser could not be read"

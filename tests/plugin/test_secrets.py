@@ -1,7 +1,8 @@
 """No API key reaches a log line, the kit's own log lines included."""
 import logging
 
-from vlmeval_ext.secrets import MASK, install_log_redaction, redact
+from vlmeval_ext.kit_workarounds.console import install_log_redaction
+from vlmeval_ext.secrets import MASK, redact
 
 
 def test_redacts_env_keys_and_key_shapes(monkeypatch):

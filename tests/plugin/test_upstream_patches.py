@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -98,9 +99,10 @@ def test_replies_that_utf8_cannot_store_are_repaired_before_the_prediction_table
     assert source.count('storable_text(str(data_all[x]))') == 2 and 'prediction = [str(data_all[x])' not in source
 
 
-def test_a_served_model_name_with_a_slash_runs_in_a_safe_folder_and_is_sent_as_given(patched_kit, tmp_path):
-    """The patched kit alone (no plugin): `--model Qwen/Tiny-VL --base-url URL` on a small custom MCQ dataset in
-    the kit's TSV format; the server is asked for 'Qwen/Tiny-VL', the predictions land in `Qwen--Tiny-VL/`."""
+def served_with_a_slash(kit_root: Path, tmp_path: Path):
+    """The kit at `kit_root` alone (no plugin): `--model Qwen/Tiny-VL --base-url URL` on a small custom MCQ dataset
+    in the kit's TSV format. Returns the model names the server was asked for, where the predictions landed
+    (relative to the work dir) and the finished process."""
     import base64
     import io
 
@@ -122,13 +124,35 @@ def test_a_served_model_name_with_a_slash_runs_in_a_safe_folder_and_is_sent_as_g
         server.default = 'A'
         proc = subprocess.run([sys.executable, 'run.py', '--data', 'TinyMCQ', '--model', 'Qwen/Tiny-VL',
                                '--base-url', server.base_url, '--mode', 'infer', '--work-dir', str(tmp_path / 'w')],
-                              cwd=patched_kit, env={**env, 'PYTHONPATH': str(patched_kit)}, capture_output=True,
+                              cwd=kit_root, env={**env, 'PYTHONPATH': str(kit_root)}, capture_output=True,
                               text=True, timeout=600)
         asked = sorted({r.model for r in server.log})
+    found = [p.relative_to(tmp_path / 'w') for p in (tmp_path / 'w').rglob('*TinyMCQ.tsv')]
+    return asked, found, proc
+
+
+def test_a_served_model_name_with_a_slash_runs_in_a_safe_folder_and_is_sent_as_given(patched_kit, tmp_path):
+    """The patched kit: the server is asked for 'Qwen/Tiny-VL', the predictions land in `Qwen--Tiny-VL/`."""
+    asked, found, proc = served_with_a_slash(patched_kit, tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert asked == ['Qwen/Tiny-VL']
-    found = [p.relative_to(tmp_path / 'w') for p in (tmp_path / 'w').rglob('*TinyMCQ.tsv')]
     assert found and all(p.parts[0] == 'Qwen--Tiny-VL' and p.name == 'Qwen--Tiny-VL_TinyMCQ.tsv' for p in found)
+
+
+def test_the_installed_kit_still_needs_the_served_name_workaround(tmp_path):
+    """The same run on an unpatched copy of the installed kit: a name with "/" is not both sent as given and kept
+    out of the folder names. Once a kit release does both, this fails and names the workaround to remove."""
+    package = Path(importlib.util.find_spec('vlmeval').origin).parent
+    root = tmp_path / 'kit'
+    shutil.copytree(package, root / 'vlmeval', ignore=shutil.ignore_patterns('__pycache__'))
+    run_py = package.parent / 'run.py' if (package.parent / 'run.py').is_file() else package / 'run.py'
+    shutil.copyfile(run_py, root / 'run.py')
+    asked, found, proc = served_with_a_slash(root, tmp_path)
+    fixed = (proc.returncode == 0 and asked == ['Qwen/Tiny-VL'] and found
+             and all(p.parts[0] == 'Qwen--Tiny-VL' for p in found))
+    assert not fixed, ('the installed kit no longer has this problem (a served name with "/"): it took '
+                       'upstream/0004-served-model-names-with-slash.patch or an equivalent fix; remove '
+                       'kit_workarounds/served_names.py')
 
 
 def test_a_resumed_run_reads_replies_that_look_missing_as_the_text_written(patched_kit, tmp_path):
@@ -173,6 +197,19 @@ print(repr(err.getvalue().strip().splitlines()[-1].split('\\r')[-1]))
 # Each workaround the plugin carries for the kit, and the problem it answers, checked on the installed kit (not a
 # patched copy): when a kit release fixes one, its case here fails and names the workaround to remove.
 STILL_NEEDED = {
+    '0001-keep-api-keys-out-of-status-and-logs': ('a judge built by the kit logs its API key (at INFO)', '''
+import logging
+seen = []
+class Seen(logging.Handler):
+    def emit(self, record):
+        seen.append(record.getMessage())
+from vlmeval.api.gpt import OpenAIWrapper
+for logger in [logging.getLogger(), *map(logging.getLogger, list(logging.Logger.manager.loggerDict))]:
+    logger.addHandler(Seen())
+    logger.setLevel(logging.INFO)
+OpenAIWrapper(model='gpt-4o-mini', key='sk-STILLNEEDED0001', api_base='http://127.0.0.1:9/v1/chat/completions')
+print('PROBLEM' if any('sk-STILLNEEDED0001' in m for m in seen) else 'FIXED')
+''', 'kit_workarounds/console.py:install_log_redaction and masked_console'),
     '0002-atomic-dump': ('a dump that fails half way leaves the file it replaces cut', '''
 import os, pickle
 from vlmeval.smp.file import dump
@@ -188,7 +225,7 @@ try:
     print('FIXED')
 except Exception:
     print('PROBLEM')
-''', 'launcher.set_aside_unloadable and the Ctrl-C write guard in interrupt.py'),
+''', 'kit_workarounds/checkpoints.py:set_aside_unloadable and kit_workarounds/kit_writes.py'),
     '0003-storable-predictions': ('a reply with a lone surrogate cannot be written to the predictions table', '''
 import os
 import pandas as pd
@@ -198,7 +235,7 @@ try:
     print('FIXED')
 except Exception:
     print('PROBLEM')
-''', 'launcher.repair_unstorable_replies'),
+''', 'kit_workarounds/checkpoints.py:repair_unstorable_replies'),
     '0005-predictions-read-back-as-text': ("the kit's load reads a reply 'None' back as a missing value", '''
 import os
 import pandas as pd
@@ -206,7 +243,7 @@ from vlmeval.smp.file import load
 path = os.path.join(TMP, 'M_D.tsv')
 pd.DataFrame({'index': [0], 'prediction': ['None']}).to_csv(path, sep='\\t', index=False)
 print('FIXED' if load(path)['prediction'][0] == 'None' else 'PROBLEM')
-''', 'verbatim.py (remember / restore)'),
+''', 'kit_workarounds/verbatim.py'),
     '0006-progress-bar-labels': ("track_progress_rich's bar drops the caller's label", '''
 import contextlib, io
 from vlmeval.utils.mp_util import track_progress_rich
@@ -216,6 +253,18 @@ with contextlib.redirect_stderr(err):
 print('FIXED' if 'LABEL-0006' in err.getvalue() else 'PROBLEM')
 ''', "the line before each bar (datasets' judge lines, the launcher's API-model line)"),
 }
+
+
+def test_each_workaround_module_is_listed_with_the_patch_that_removes_it():
+    package = REPO_ROOT / 'vlmeval_ext' / 'kit_workarounds'
+    listing = (package / '__init__.py').read_text()
+    modules = sorted(p.name for p in package.glob('*.py') if p.name != '__init__.py')
+    assert modules and all(f'- {m}:' in listing for m in modules), modules
+    named = set(re.findall(r'\b(\d{4}-[a-z0-9-]+)\b', listing))
+    assert named == {p.stem for p in PATCHES}, named ^ {p.stem for p in PATCHES}
+    for patch, (_, _, workaround) in STILL_NEEDED.items():
+        for path in re.findall(r'kit_workarounds/[a-z_]+\.py', workaround):
+            assert (REPO_ROOT / 'vlmeval_ext' / path).is_file(), (patch, path)
 
 
 @pytest.mark.parametrize('patch', sorted(STILL_NEEDED))

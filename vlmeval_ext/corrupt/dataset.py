@@ -160,7 +160,7 @@ class CorruptedDataset(LoadingChecks, _TextTSV):
         return K.kit_headline(result), {int(i): scores.get(int(i)) for i in rows['index']}
 
     def evaluate(self, eval_file, **judge_kwargs):
-        from vlmeval_ext.logs import kit_lines_once
+        from vlmeval_ext.kit_workarounds.console import kit_lines_once
         with evaluation_lock(eval_file, self.dataset_name), kit_lines_once(self.dataset_name):
             return self._evaluate(eval_file, **judge_kwargs)
 
@@ -236,10 +236,10 @@ class CorruptedDataset(LoadingChecks, _TextTSV):
         with open(stem_path(eval_file, '_robustness.md'), 'w', encoding='utf-8') as f:
             f.write(report)
         from vlmeval_ext.plugin.rbench import plot_radar, plot_task_strength
-        from vlmeval_ext.datasets import MODEL_NAMES
+        from vlmeval_ext import run_context
         from vlmeval_ext.records.plots import model_of_file, no_plot_line, run_title
-        folder = model_of_file(eval_file, self.dataset_name)
-        title = run_title(self.dataset_name, MODEL_NAMES.get(folder, folder), judge.name, len(rows),
+        typed = run_context.current().typed_model(model_of_file(eval_file, self.dataset_name))
+        title = run_title(self.dataset_name, typed, judge.name, len(rows),
                           len(rows) - excluded)
         if plot_radar(table, stem_path(eval_file, '_radar.png'), title=f'{title}\nrobustness (0-1)'):
             plot_task_strength(table, stem_path(eval_file, '_strength.png'), title=title, tasks=(task,))
