@@ -15,7 +15,7 @@ from vlmeval_ext.errors import ExtError, report
 DELEGATED = {
     'corrupt-image': ('vlmeval_ext.corrupt.cli:corrupt_image_main', 'write the 33 distortions of one image'),
     'corrupt': ('vlmeval_ext.corrupt.cli:corrupt_dataset_main', 'build <Dataset>-RC paired robustness variants'),
-    'rococo': ('vlmeval_ext.rococo:main',
+    'rococo': ('vlmeval_ext.rococo_cli:main',
                'RoCOCO tools: prepare, embed, score, gallery, make-mixed, demo-gallery'),
     'leaderboard': ('vlmeval_ext.records.leaderboard:leaderboard_main', 'collect a work dir into a leaderboard'),
     'diff-manifests': ('vlmeval_ext.records.manifest:diff_manifests_main', 'why two runs may disagree'),

@@ -443,15 +443,16 @@ class GRAB(PluginDataset, grab.GRAB):
         from vlmeval.smp import get_intermediate_file_path
 
         from vlmeval_ext.dataset.utils import grab as rules
+        from vlmeval_ext.dataset.utils.exact_io import is_infer_fail, judge_id, read_text_table
         done = _progress(get_intermediate_file_path(eval_file, '_grab_extraction', 'pkl'))
         if done is None:
             return None
         rows = [{'index': item['index'], 'question': item['question'], 'prediction': item['prediction'],
                  'answer': rules.answer_text(item['answer'], item['question']),
-                 'failed': True if rules.is_infer_fail(item['prediction']) else None}
-                for item in rules.read_text_table(eval_file).to_dict('records')]
+                 'failed': True if is_infer_fail(item['prediction']) else None}
+                for item in read_text_table(eval_file).to_dict('records')]
         mode = self._handed.get('judge_mode', 'official')
-        _, todo = rules.extraction_requests(rows, done, rules.judge_id(name, judge), mode)
+        _, todo = rules.extraction_requests(rows, done, judge_id(name, judge), mode)
         return [(rules.extraction_prompt(q, p), 1) for q, p in todo.values()], len(rows), False
 
 
@@ -480,13 +481,14 @@ class RBenchFull(PluginDataset, rbench_full.RBenchFull):
 
     def judge_requests(self, eval_file, judge, name):
         from vlmeval_ext.dataset.utils import rbench_full as rules
+        from vlmeval_ext.dataset.utils.exact_io import judge_id, read_text_table
         done = _progress(self._progress_file())
         if done is None:
             return None
         mode = self._handed.get('judge_mode', 'official')
-        items = rules.pair_rows(rules.read_text_table(eval_file), eval_file)[0]
+        items = rules.pair_rows(read_text_table(eval_file), eval_file)[0]
         _, demands, _, todo = rules.judge_requests(items, mode, self._handed.get('caption_seed'), done,
-                                                   rules.judge_id(name, judge), eval_file)
+                                                   judge_id(name, judge), eval_file)
         return [(p, rules.calls_of(demands, p)) for p in todo], len(items), mode == 'efficient'
 
     def result_tag(self, judge_kwargs):

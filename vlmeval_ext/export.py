@@ -1,8 +1,9 @@
 """`vlmeval-ext export-upstream --kit DIR --patch-dir OUT [--url-base URL]`: one patch per benchmark for VLMEvalKit.
 
-The kit-dialect files of a benchmark (vlmeval_ext/dataset/<bench>.py, its vlmeval_ext/dataset/utils/<bench>.py and,
-for RoCOCO retrieval, vlmeval_ext/vlm/rococo_embedding.py) are the files a pull request adds: they import only the
-kit, the standard library, numpy/pandas/PIL and their own utils module. The export copies them as they are into a
+The kit-dialect files of a benchmark (vlmeval_ext/dataset/<bench>.py, its vlmeval_ext/dataset/utils/<bench>.py, the
+shared vlmeval_ext/dataset/utils/exact_io.py and, for RoCOCO retrieval, vlmeval_ext/vlm/rococo_embedding.py) are the
+files a pull request adds: they import only the kit, the standard library, numpy/pandas/PIL and their own utils
+modules. Every patch adds exact_io.py with the same bytes, so any two apply together (`git apply --3way`). The export copies them as they are into a
 scratch clone of the checkout (`vlmeval/dataset/...`, `vlmeval/vlm/...`), adds the lines that register them (an
 import among the sorted imports and a line inside `IMAGE_DATASET = [...]` in `vlmeval/dataset/__init__.py`, each
 benchmark at its own place), and writes `git diff` as `OUT/<benchmark>.patch`, with the pull request's text beside
@@ -38,17 +39,24 @@ class ExportError(ExtError):
     """The export cannot be made as asked (one line: why and the way out)."""
 
 
+# Added by every patch, byte for byte the same, so that two merged patches do not conflict: the one
+# text-table reader, failure rule and judge-progress reader of the datasets.
+SHARED_MODULES = ('vlmeval_ext.dataset.utils.exact_io',)
+
+
 def kit_files(record: Benchmark) -> dict[str, Path]:
     """{path in the kit checkout: our file} of a benchmark's patch."""
     modules = [record.kit_class.partition(':')[0]]
     modules.append(modules[0].replace('vlmeval_ext.dataset.', 'vlmeval_ext.dataset.utils.'))
-    modules += list(record.export_extra)
+    modules += list(SHARED_MODULES) + list(record.export_extra)
     out = {}
     for module in modules:
-        relative = module.replace('vlmeval_ext.', '', 1).replace('.', '/') + '.py'
-        kit_path = 'vlmeval/' + relative
-        out[kit_path] = PACKAGE_ROOT / relative
+        out[_kit_path(module)] = PACKAGE_ROOT / (module.replace('vlmeval_ext.', '', 1).replace('.', '/') + '.py')
     return out
+
+
+def _kit_path(module: str) -> str:
+    return 'vlmeval/' + module.replace('vlmeval_ext.', '', 1).replace('.', '/') + '.py'
 
 
 def _class_name(record: Benchmark) -> str:
@@ -187,7 +195,10 @@ def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str
                            for e in facts.get('extensions') or [])
     published = facts.get('published') or ('No published numbers exist for this dataset, so none are compared '
                                            'here.')
-    added = '\n'.join(f'- `{path}`' for path in files)
+    shared = {_kit_path(m) for m in SHARED_MODULES}
+    added = '\n'.join(f'- `{path}`' + (' (the same file in each pull request of this series: GRAB, R-Bench-Full, '
+                                       'ReMI, RoCOCO-MCQ; a second merge leaves it as it is)' if path in shared else '')
+                      for path in files)
     notes_text = '\n'.join(f'- {n}' for n in notes) or '- none'
     return (f'# Add {record.title} ({", ".join(f"`{n}`" for n in record.names)})\n\n'
             f'{(module.__doc__ or "").strip()}\n\n'
@@ -204,8 +215,10 @@ def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str
             'below on the benchmark\'s official data (the test that checks it in brackets). Its CI applies this '
             'patch alone to a copy of VLMEvalKit (commit e8e78f05, and the ms-vlmeval 0.0.20 package), checks that '
             'it applies after each of the other patches of the series (`git apply --3way`), and runs the demo '
-            "split through that copy's own `run.py` with a local OpenAI-compatible model and judge, comparing "
-            "every score with the plugin's on the same predictions.\n\n"
+            "split through that copy's own `run.py` with a local OpenAI-compatible judge, twice: with a local "
+            "OpenAI-compatible model, and with the kit's own `Qwen2VLChat` on a tiny random-weight Qwen2-VL "
+            "checkpoint (on the CPU). Each time it compares every score with the plugin's on the same "
+            "predictions.\n\n"
             f'{evidence}\n\n'
             f'## Published numbers\n\n{published}\n\n'
             f'## Beyond the paper\n\n{extensions or "- nothing: the benchmark as published."}\n\n'
@@ -264,6 +277,9 @@ def add_benchmark(clone: Path, kit: Path, record: Benchmark, url_base: str | Non
             text = fill_values(text, _class_name(record), urls, md5s)
         target = clone / kit_path
         if target.exists():
+            shared = kit_path in {_kit_path(m) for m in SHARED_MODULES}
+            if shared and target.read_text(encoding='utf-8') == text and not _git(clone, 'ls-files', '--', kit_path).strip():
+                continue            # added by an earlier benchmark of all.patch, the same bytes
             raise ExportError(f'{kit_path} already exists in {kit}: the kit has a file of that name')
         target.write_text(text, encoding='utf-8')
     init = clone / 'vlmeval' / 'dataset' / '__init__.py'

@@ -1,6 +1,8 @@
 """What a model's prediction cell is: an answer, an empty answer, or the kit's inference failure (pure, no kit import).
 
-One rule for every benchmark of this package (R-Bench, GRAB, ReMI, RoCOCO-MCQ, every `<Dataset>-RC`):
+One rule for every benchmark of this package (R-Bench, GRAB, ReMI, RoCOCO-MCQ, every `<Dataset>-RC`). The
+failure test is the kit-dialect files' own `is_infer_fail` (vlmeval_ext/dataset/utils/exact_io.py), so both layers
+apply the same one:
 
 - an inference failure is only what the kit writes in place of an answer when it could not get one: its API
   wrappers' fail message ('Failed to obtain answer via API.', alone or with ': Failed with all possible
@@ -15,14 +17,10 @@ One rule for every benchmark of this package (R-Bench, GRAB, ReMI, RoCOCO-MCQ, e
 from __future__ import annotations
 
 import math
-import re
+
+from vlmeval_ext.dataset.utils.exact_io import is_infer_fail
 
 ANSWER, EMPTY, FAILED = 'answer', 'empty', 'failed'
-
-_KIT_FAILURE = re.compile(
-    r'Failed to obtain answer via API\.(?:: Failed with all possible conversation turns\.)?'
-    r"|Failed to obtain answer: <class '[\w.]+'>(?: .*)?",
-    re.DOTALL)
 
 
 def is_missing(value) -> bool:
@@ -32,7 +30,7 @@ def is_missing(value) -> bool:
 
 def is_kit_failure(value) -> bool:
     """True when the cell is exactly one of the kit's failure values (see the module docstring)."""
-    return isinstance(value, str) and _KIT_FAILURE.fullmatch(value) is not None
+    return is_infer_fail(value)
 
 
 def classify_prediction(value) -> str:

@@ -10,7 +10,8 @@ from vlmeval_ext.plugin.rbench import RBENCH_ANSWERS
 from vlmeval_ext.plugin.rbench import naive_answer as rbench
 from vlmeval_ext.dataset.utils.rbench_full import pair_rows, scorable
 from vlmeval_ext.dataset.utils import rbench_full as B
-from vlmeval_ext.dataset.utils.rbench_full import model_prompt, read_text_table
+from vlmeval_ext.dataset.utils.exact_io import read_text_table
+from vlmeval_ext.dataset.utils.rbench_full import model_prompt
 from vlmeval_ext.io import file_md5
 from vlmeval_ext.prepare.demos import RBENCH_DEMO_TSV as DEMO_TSV
 from vlmeval_ext.prepare.demos import WIDTH0

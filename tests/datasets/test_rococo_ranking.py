@@ -9,7 +9,7 @@ import pytest
 
 from vlmeval_ext.dataset.utils import rococo_retrieval as R
 from vlmeval_ext.prepare import rococo as P
-from vlmeval_ext.rococo import score_embeddings
+from vlmeval_ext.rococo_cli import score_embeddings
 
 
 def score_i2t(ann, img, txt, **kw):

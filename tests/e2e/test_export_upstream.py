@@ -273,30 +273,38 @@ print('EXPORT-CHECK plugin=' + ','.join(sorted(m for m in sys.modules if m.split
 '''
 
 
+def patched_checkout(exported, split: str, lmu: Path, tmp_path: Path, model: dict) -> tuple[Path, Path]:
+    """A copy of the checkout with only this split's patch applied, the demo TSV under $LMUData as the split, and a
+    --config naming the model and the split: (the copy, the config file)."""
+    from vlmeval_ext.registry import benchmark_of
+    demo = next(d for d, s in DEMOS.items() if s == split)
+    shutil.copyfile(REPO_ROOT / 'vlmeval_ext' / 'demo' / f'{demo}.tsv', lmu / f'{split}.tsv')
+    kit = tmp_path / f'applied-{split}'
+    shutil.copytree(exported['kit'], kit)
+    _git(kit, 'apply', str(exported['patches'] / f'{benchmark_of(split).key}.patch'))   # this one alone
+    config = tmp_path / f'config-{split}.json'
+    config.write_text(json.dumps({'model': model,
+                                  'data': {split: {'class': record_class(split), 'dataset': split}}}))
+    return kit, config
+
+
 def test_demos_through_the_checkouts_run_py_score_as_the_plugin(exported, tmp_path):
     """Each pull request alone: a copy of the checkout with only that patch, its demo split through the copy's own
     run.py (the four copies run at once), then the plugin on the very same predictions: every score equal."""
-    from vlmeval_ext.registry import benchmark_of
     (tmp_path / 'driver.py').write_text(DRIVER)
     with LoopbackServer() as server:
         server.default = deterministic_reply
         env = kit_environment(tmp_path / 'kit-run', server)
         lmu = Path(env['LMUData'])
         runs = {}
-        for demo, split in DEMOS.items():
-            shutil.copyfile(REPO_ROOT / 'vlmeval_ext' / 'demo' / f'{demo}.tsv', lmu / f'{split}.tsv')
-            kit = tmp_path / f'applied-{split}'
-            shutil.copytree(exported['kit'], kit)
-            _git(kit, 'apply', str(exported['patches'] / f'{benchmark_of(split).key}.patch'))   # this one alone
-            config = {'model': {'LoopbackGPT': {'class': 'GPT4V', 'model': 'loopback-model',
-                                                'api_base': server.chat_url, 'img_size': -1, 'retry': 1,
-                                                'temperature': 0, 'timeout': 20}},
-                      'data': {split: {'class': record_class(split), 'dataset': split}}}
-            (tmp_path / f'config-{split}.json').write_text(json.dumps(config))
+        for split in DEMOS.values():
+            kit, config = patched_checkout(exported, split, lmu, tmp_path, {'LoopbackGPT': {
+                'class': 'GPT4V', 'model': 'loopback-model', 'api_base': server.chat_url, 'img_size': -1,
+                'retry': 1, 'temperature': 0, 'timeout': 20}})
             work = tmp_path / 'kit-run' / f'out-{split}'
             log = open(tmp_path / f'run-{split}.log', 'w+')
             proc = subprocess.Popen([sys.executable, str(tmp_path / 'driver.py'), str(kit), '--config',
-                                     str(tmp_path / f'config-{split}.json'), '--work-dir', str(work), '--judge',
+                                     str(config), '--work-dir', str(work), '--judge',
                                      'loopback-judge', '--api-nproc', '4'],
                                     env={**env, 'PYTHONPATH': str(kit), 'PRED_FORMAT': 'tsv'}, cwd=tmp_path,
                                     stdout=log, stderr=subprocess.STDOUT, text=True)
@@ -311,28 +319,71 @@ def test_demos_through_the_checkouts_run_py_score_as_the_plugin(exported, tmp_pa
                           if line.startswith('EXPORT-CHECK '))
             assert checks['vlmeval'].startswith(str(kit)) and checks['plugin'] == '', checks
         # The plugin on the very same prediction files, against the same judge.
-        plugin_env = kit_environment(tmp_path / 'plugin-run', server)
+        assert_plugin_scores_as_the_kit('LoopbackGPT', {split: work for split, (_, _, _, work) in runs.items()},
+                                        lmu, server, tmp_path)
+
+
+def assert_plugin_scores_as_the_kit(model: str, works: dict, lmu: Path, server, tmp_path: Path) -> None:
+    """`vlmeval-ext eval` on each prediction file a checkout's run.py wrote, against the same judge: every entry of
+    the checkout's score file is in the plugin's, equal (the judge block without its call counts)."""
+    plugin_env = kit_environment(tmp_path / f'plugin-run-{model}', server)
+    for split in works:
+        shutil.copyfile(lmu / f'{split}.tsv', Path(plugin_env['LMUData']) / f'{split}.tsv')
+    for split, work in works.items():
+        pred = next(p for p in work.rglob(f'{model}_{split}.tsv') if not p.is_symlink())
+        folder = tmp_path / f'plugin-run-{model}' / split
+        folder.mkdir()
+        mine = shutil.copy2(pred, folder / pred.name)
+        proc = run_kit(['eval', '--data', split, '--pred', mine, '--judge', 'loopback-judge',
+                        '--judge-base-url', server.chat_url, '--api-nproc', '4'], env=plugin_env,
+                       entry=('-m', 'vlmeval_ext'))
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        kit_score = json.loads(next(p for p in work.rglob(f'{model}_{split}_score.json')
+                                    if not p.is_symlink()).read_text())
+        plugin_score = json.loads((folder / f'{model}_{split}_score.json').read_text())
+        assert kit_score, (model, split)
+        for key, value in kit_score.items():
+            if key == 'judge' and isinstance(value, dict):       # the endpoint is another run's, same host
+                value = {k: v for k, v in value.items() if k not in ('calls_made', 'calls_cached')}
+                plugin = {k: v for k, v in plugin_score[key].items() if k in value}
+                assert plugin == value, (model, split, key)
+                continue
+            assert plugin_score[key] == value, (model, split, key)
+
+
+def test_a_tiny_qwen2_vl_through_each_patched_checkouts_run_py_scores_as_the_plugin(exported, tmp_path):
+    """Each pull request alone, with a real model class of the kit's zoo: the kit's own `Qwen2VLChat` on a tiny
+    random-weight Qwen2-VL checkpoint (its CUDA plumbing moved to the CPU by tests/helpers/cpu_kit_run.py, nothing
+    of its prompt code), the demo split through the patched copy's own run.py, then the plugin on the very same
+    predictions: every score equal. The model read each row's images (the processor's record)."""
+    from helpers.tiny_vlms import make_tiny_qwen2_vl
+    checkpoint, _ = make_tiny_qwen2_vl(tmp_path / 'tiny-qwen2-vl')
+    driver = REPO_ROOT / 'tests' / 'helpers' / 'cpu_kit_run.py'
+    with LoopbackServer() as server:
+        server.default = deterministic_reply
+        env = kit_environment(tmp_path / 'kit-run', server)
+        lmu = Path(env['LMUData'])
+        works = {}
         for split in DEMOS.values():
-            shutil.copyfile(lmu / f'{split}.tsv', Path(plugin_env['LMUData']) / f'{split}.tsv')
-        for split, (_, _, _, work) in runs.items():
-            pred = next(p for p in work.rglob(f'LoopbackGPT_{split}.tsv') if not p.is_symlink())
-            folder = tmp_path / 'plugin-run' / split
-            folder.mkdir()
-            mine = shutil.copy2(pred, folder / pred.name)
-            proc = run_kit(['eval', '--data', split, '--pred', mine, '--judge', 'loopback-judge',
-                            '--judge-base-url', server.chat_url, '--api-nproc', '4'], env=plugin_env,
-                           entry=('-m', 'vlmeval_ext'))
-            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-            kit_score = json.loads(next(p for p in work.rglob(f'LoopbackGPT_{split}_score.json')
-                                        if not p.is_symlink()).read_text())
-            plugin_score = json.loads((folder / f'LoopbackGPT_{split}_score.json').read_text())
-            for key, value in kit_score.items():
-                if key == 'judge' and isinstance(value, dict):       # the endpoint is another run's, same host
-                    value = {k: v for k, v in value.items() if k not in ('calls_made', 'calls_cached')}
-                    plugin = {k: v for k, v in plugin_score[key].items() if k in value}
-                    assert plugin == value, (split, key)
-                    continue
-                assert plugin_score[key] == value, (split, key)
+            kit, config = patched_checkout(exported, split, lmu, tmp_path, {'tiny-qwen2-vl': {
+                'class': 'Qwen2VLChat', 'model_path': str(checkpoint), 'max_new_tokens': 8}})
+            works[split] = work = tmp_path / 'kit-run' / f'out-{split}'
+            record = tmp_path / f'received-{split}.jsonl'
+            proc = subprocess.run([sys.executable, str(driver), str(record), '--config',
+                                   str(config), '--work-dir', str(work), '--judge',
+                                   'loopback-judge', '--api-nproc', '4'],
+                                  env={**env, 'PYTHONPATH': str(kit), 'PRED_FORMAT': 'tsv',
+                                       'KIT_RUN_PY': str(kit / 'run.py')},
+                                  cwd=tmp_path, capture_output=True, text=True, timeout=900)
+            out = proc.stdout + proc.stderr
+            assert proc.returncode == 0, (split, out[-4000:])
+            checks = dict(line.split(' ', 1)[1].split('=', 1) for line in proc.stdout.splitlines()
+                          if line.startswith('EXPORT-CHECK '))
+            assert checks['vlmeval'].startswith(str(kit)) and checks['plugin'] == '', checks
+            received = [json.loads(line) for line in record.read_text().splitlines()]
+            rows = pd.read_csv(lmu / f'{split}.tsv', sep='\t', dtype=str, keep_default_na=False)
+            assert len(received) == len(rows) and all(r['n_images'] >= 1 for r in received), split
+        assert_plugin_scores_as_the_kit('tiny-qwen2-vl', works, lmu, server, tmp_path)
 
 
 def record_class(split: str) -> str:

@@ -2,6 +2,10 @@
 
     python cpu_kit_run.py RECORD.jsonl RUN.PY-ARGS...
 
+With KIT_RUN_PY=<checkout>/run.py in the environment, that checkout's own run.py runs instead of ours (a
+maintainer's check of an exported patch), and two lines say which `vlmeval` ran and which vlmeval_ext modules were
+imported (none is expected).
+
 The kit's local model classes are written for CUDA. Only that device plumbing is changed here, nothing of the
 prompt, message or processing code:
 
@@ -19,6 +23,8 @@ size). The processor is called unchanged.
 """
 import functools
 import json
+import os
+import runpy
 import sys
 
 
@@ -88,6 +94,18 @@ def main():
     record_path, argv = sys.argv[1], sys.argv[2:]
     _patch_device_plumbing()
     _record_processor_inputs(record_path)
+    kit_run_py = os.environ.get('KIT_RUN_PY')
+    if kit_run_py:
+        sys.argv = [kit_run_py, *argv]
+        try:
+            runpy.run_path(kit_run_py, run_name='__main__')
+        except SystemExit as stop:
+            if stop.code not in (None, 0):
+                raise
+        import vlmeval
+        print('EXPORT-CHECK vlmeval=' + vlmeval.__file__)
+        print('EXPORT-CHECK plugin=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'vlmeval_ext')))
+        return
     from vlmeval_ext.launcher import main as launcher_main
     sys.argv = ['run.py', *argv]
     launcher_main()

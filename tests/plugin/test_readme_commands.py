@@ -62,9 +62,9 @@ def command_of(words: list[str]) -> tuple[str, list[str]] | None:
         rest = words[1:]
     elif words[:3] == ['python', '-m', 'vlmeval_ext']:
         rest = words[3:]
-    elif words[:3] == ['python', '-m', 'vlmeval_ext.rococo']:
+    elif words[:3] == ['python', '-m', 'vlmeval_ext.rococo_cli']:
         return 'rococo', words[3:]
-    elif words[:3] == ['python', '-m', 'vlmeval_ext.rbench']:
+    elif words[:3] == ['python', '-m', 'vlmeval_ext.rbench_cli']:
         return 'rbench', words[3:]
     elif words[0] == 'python' and len(words) > 1 and words[1] == 'run.py':
         return 'run', words[2:]
@@ -130,10 +130,10 @@ def problems_of(kind: str, argv: list[str], monkeypatch) -> str | None:
             return f'unknown dataset name(s) {unknown}'
         judge_options_of(early.judge_args)
         return None
-    from vlmeval_ext import cli, rbench, rococo
+    from vlmeval_ext import cli, rbench_cli, rococo_cli
     if kind == 'cli' and len(argv) == 1:          # a command named in prose: it must exist
         return None if argv[0] in (*cli.COMMANDS, *cli.DELEGATED) else f'no command {argv[0]!r}'
-    main = {'cli': cli.main, 'rococo': rococo.main, 'rbench': rbench.main}[kind]
+    main = {'cli': cli.main, 'rococo': rococo_cli.main, 'rbench': rbench_cli.main}[kind]
     _accepting(monkeypatch)
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

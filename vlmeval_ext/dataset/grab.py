@@ -5,9 +5,7 @@ number, an interval or an equation). Three scorings, all reported: `official` (t
 exact-match rule, the headline), `normalized` (the value read from the reply) and, with --judge,
 `llm_extracted` (the README's extraction prompt, then an exact comparison).
 """
-import os
 import os.path as osp
-import pickle
 from urllib.parse import urlsplit
 
 import pandas as pd
@@ -15,31 +13,15 @@ import pandas as pd
 from vlmeval.dataset.image_base import ImageBaseDataset
 from vlmeval.dataset.utils import build_judge
 from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file_path, get_logger,
-                         load, md5)
+                         md5)
 from vlmeval.utils import track_progress_rich
 
-from .utils.grab import (FAIL_MSG, NO_ANSWER, acc_table, answer_text, extraction_prompt,
-                         extraction_requests, is_infer_fail, judge_id, parse_extraction_reply,
-                         question_prompt, read_text_table, result_table, score_response,
+from .utils.exact_io import FAIL_MSG, is_infer_fail, judge_id, load_progress, read_text_table
+from .utils.grab import (NO_ANSWER, acc_table, answer_text, extraction_prompt, extraction_requests,
+                         parse_extraction_reply, question_prompt, result_table, score_response,
                          settled_without_judge, summarize)
 
 logger = get_logger(__name__)
-
-
-def load_progress(path):
-    """The judge results an earlier run saved; a file cut short by a kill (the kit writes it in
-    place) is moved aside with a warning and its items are judged again."""
-    if not osp.exists(path):
-        return {}
-    try:
-        return load(path)
-    except (EOFError, pickle.UnpicklingError, ValueError) as err:
-        os.replace(path, path + '.unreadable')
-        logger.warning(f'{path}: unreadable ({type(err).__name__}: the run that wrote it was '
-                       f'stopped while saving it), moved to {path}.unreadable; its items are '
-                       'judged again (a judge that keeps its verdicts answers them without new '
-                       'calls)')
-        return {}
 
 
 NO_JUDGE = (None, '', 'exact_matching')
@@ -167,7 +149,7 @@ class GRAB(ImageBaseDataset):
         judge = self.judge(model=judge_name, **judge_kwargs)
         who = judge_id(judge_name, judge)
         tmp = get_intermediate_file_path(eval_file, '_grab_extraction', 'pkl')
-        done = load_progress(tmp)
+        done = load_progress(tmp, logger)
         for row in rows:
             row['llm_extracted'] = None
             if row['failed'] is None and mode == 'efficient' and settled_without_judge(

@@ -16,7 +16,6 @@ official mode's in every cell, at 0.333 of the calls. Efficient results are writ
 """
 import os
 import os.path as osp
-import pickle
 from urllib.parse import urlsplit
 
 import pandas as pd
@@ -24,30 +23,15 @@ import pandas as pd
 from vlmeval.dataset.image_base import ImageBaseDataset
 from vlmeval.dataset.utils import build_judge
 from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file_path, get_logger,
-                         load, md5)
+                         md5)
 from vlmeval.utils import track_progress_rich
 
+from .utils.exact_io import is_infer_fail, judge_id, load_progress, read_text_table
 from .utils.rbench_full import (DEFAULT_JUDGE, KINDS, ask, assign, calls_of, combine,
-                                is_infer_fail, judge_id, judge_requests, model_prompt, pair_rows,
-                                rbench_table, read_text_table, result_table)
+                                judge_requests, model_prompt, pair_rows, rbench_table,
+                                result_table)
 
 logger = get_logger(__name__)
-
-
-def load_progress(path):
-    """The judge results an earlier run saved; a file cut short by a kill (the kit writes it in
-    place) is moved aside with a warning and its items are judged again."""
-    if not osp.exists(path):
-        return {}
-    try:
-        return load(path)
-    except (EOFError, pickle.UnpicklingError, ValueError) as err:
-        os.replace(path, path + '.unreadable')
-        logger.warning(f'{path}: unreadable ({type(err).__name__}: the run that wrote it was '
-                       f'stopped while saving it), moved to {path}.unreadable; its items are '
-                       'judged again (a judge that keeps its verdicts answers them without new '
-                       'calls)')
-        return {}
 
 
 def caption_seed(given, done, path):
@@ -173,7 +157,7 @@ class RBenchFull(ImageBaseDataset):
         seed = judge_kwargs.pop('caption_seed', None)
         judge = self.judge(model=name, **judge_kwargs)
         tmp = get_intermediate_file_path(eval_file, '_rbench_judge', 'pkl')
-        done = load_progress(tmp)
+        done = load_progress(tmp, logger)
         if mode == 'efficient':
             seed = caption_seed(seed, done, tmp)
         plans, demands, key, todo = judge_requests(items, mode, seed, done, judge_id(name, judge),

@@ -22,9 +22,10 @@ from vlmeval.dataset.image_base import ImageBaseDataset
 from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file_path, get_logger,
                          md5)
 
-from .utils.remi import (TABLE_HEADER, composite_message, interleaved_message, is_infer_fail,
-                         labelled_message, make_composite, read_text_table, result_table,
-                         score_item, split_and_mode, summarise, task_rows)
+from .utils.exact_io import is_infer_fail, read_text_table
+from .utils.remi import (TABLE_HEADER, composite_message, interleaved_message, labelled_message,
+                         make_composite, result_table, score_item, split_and_mode, summarise,
+                         task_rows)
 
 logger = get_logger(__name__)
 

@@ -22,8 +22,9 @@ from vlmeval.dataset.image_base import ImageBaseDataset
 from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file_path, get_logger,
                          md5)
 
-from .utils.rococo_mcq import (ATTACKS, LETTERS, QUESTION, is_infer_fail, parse_choice,
-                               prompt_text, read_text_table, result_table, score)
+from .utils.exact_io import is_infer_fail, read_text_table
+from .utils.rococo_mcq import (ATTACKS, LETTERS, QUESTION, parse_choice, prompt_text, result_table,
+                               score)
 
 logger = get_logger(__name__)
 

@@ -18,8 +18,8 @@ from vlmeval.dataset.image_base import ImageBaseDataset
 from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file_path, get_logger,
                          md5)
 
-from .utils.rococo_retrieval import (read_text_table, result_table, retrieval_table,
-                                     score_predictions)
+from .utils.exact_io import read_text_table
+from .utils.rococo_retrieval import (result_table, retrieval_table, score_predictions)
 
 logger = get_logger(__name__)
 I2T = ('clean', 'same_concept', 'diff_concept', 'rand_voca', 'danger')

@@ -17,6 +17,8 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 import pandas as pd
 
+from .exact_io import fill
+
 # The GRAB README prompt (LLaVA-1.5 example), verbatim.
 QUESTION_PROMPT = ('\n{question}\n Only provide the answer, no reasoning steps.\n'
                    'If you are unsure, still provide an answer. Answer: \n\n')
@@ -34,26 +36,6 @@ TASKS = ('properties', 'function', 'series', 'transform')
 CATEGORIES = ('Measures of Spread', 'Extrema', 'Range', 'Intercepts and Gradients',
               'Trigonometric', 'Stationary Points', 'Area Bounded', 'Correlation', 'Counting',
               'Functions')
-# The kit's API wrappers answer this when a call fails: no answer, never scored.
-FAIL_MSG = 'Failed to obtain answer via API.'
-# The kit's failure values: its API wrappers' fail_msg (and the all-turns-failed form), and
-# inference's SKIP_ERR text f'Failed to obtain answer: {type(err)} {err}'.
-_KIT_FAILURE = re.compile(r"Failed to obtain answer via API\.(?:: Failed with all possible "
-                          r"conversation turns\.)?"
-                          r"|Failed to obtain answer: <class '[\w.]+'>(?: .*)?", re.DOTALL)
-
-
-def fill(template, **values):
-    """Every {name} of the template filled in one pass: a value holding '{question}' stays text."""
-    return re.sub(r'\{(\w+)\}', lambda m: values.get(m.group(1), m.group(0)), template)
-
-
-def judge_id(name, judge):
-    """What decides a judge's reply besides the prompt: its name, endpoint and settings (a
-    progress file of another judge is never reused)."""
-    fields = [name] + [str(getattr(judge, a, '')) for a in
-                       ('api_base', 'system_prompt', 'temperature', 'max_tokens')]
-    return hashlib.sha1('|'.join(fields).encode()).hexdigest()[:16]
 
 
 def question_prompt(question):
@@ -64,19 +46,6 @@ def question_prompt(question):
 
 def extraction_prompt(question, response):
     return fill(EXTRACTION_PROMPT, question=question, output=response)
-
-
-def is_infer_fail(prediction):
-    """Only the kit's exact failure text is an inference failure; an empty reply is an answer."""
-    return isinstance(prediction, str) and _KIT_FAILURE.fullmatch(prediction) is not None
-
-
-def read_text_table(path):
-    """Every cell as the text it holds: the kit's `load` would read the answer "3.0" as 3.0."""
-    kw = dict(dtype=str, keep_default_na=False)
-    if str(path).endswith('.xlsx'):
-        return pd.read_excel(path, **kw)
-    return pd.read_csv(path, sep='\t' if str(path).endswith('.tsv') else ',', **kw)
 
 
 # ---------------------------------------------------------------------------------- official

@@ -21,6 +21,8 @@ from collections import namedtuple
 
 import pandas as pd
 
+from .exact_io import FAIL_MSG, fill, is_infer_fail
+
 TASKS = ('MCQ', 'VQA', 'CAP')
 KINDS = ('dis', 'ref', 'com')
 STRENGTHS = {1: 'low', 2: 'mid', 3: 'high'}
@@ -111,12 +113,6 @@ JUDGE_PROMPTS = {
 DEFAULT_JUDGE = 'chatgpt-0125'  # the paper's judge, GPT-3.5-turbo
 REPEATS, REASK = 5, 2
 SCALE = {'MCQ': (0, 1), 'VQA': (0, 1, 2), 'CAP': (0, 1, 2)}
-FAIL_MSG = 'Failed to obtain answer via API.'
-# The kit's failure values: its API wrappers' fail_msg (and the all-turns-failed form), and
-# inference's SKIP_ERR text f'Failed to obtain answer: {type(err)} {err}'.
-_KIT_FAILURE = re.compile(r"Failed to obtain answer via API\.(?:: Failed with all possible "
-                          r"conversation turns\.)?"
-                          r"|Failed to obtain answer: <class '[\w.]+'>(?: .*)?", re.DOTALL)
 # "Score: 2", "**Score:** 1", "score=0", "Score: [2]", "Score：1", "Score: 2.0". Each run of
 # separators is taken whole, as a possessive quantifier would (`(?=(X))\1` is the atomic-group form
 # every Python 3 has): linear time on a hostile reply, and the same matches.
@@ -124,32 +120,6 @@ _STATED = re.compile(r'(?i)\bscore(?=(\s*))\1(?=(\**))\2(?=(\s*))\3(?=([:=\uff1a
                      r'(?=(\**))\6(?=(\s*))\7(?=(\[?))\8(?=(\s*))\9(?P<value>\d+(?:[./]\d+)?)')
 _LONE = re.compile(r'^\W*(\d)\W*$')
 _ZERO_WIDTH = dict.fromkeys(map(ord, '\u200b\u200c\u200d\u2060\ufeff'), None)
-
-
-def is_infer_fail(prediction):
-    """Only the kit's exact failure text is an inference failure; an empty reply is an answer."""
-    return isinstance(prediction, str) and _KIT_FAILURE.fullmatch(prediction) is not None
-
-
-def read_text_table(path):
-    """Every cell as the text it holds: the kit's `load` would read an answer "1.50" as 1.5."""
-    kw = dict(dtype=str, keep_default_na=False)
-    if str(path).endswith('.xlsx'):
-        return pd.read_excel(path, **kw)
-    return pd.read_csv(path, sep='\t' if str(path).endswith('.tsv') else ',', **kw)
-
-
-def fill(template, **values):
-    """Every {name} filled in one pass: an output reading '{correct_ans}' stays that text."""
-    return re.sub(r'\{(\w+)\}', lambda m: values.get(m.group(1), m.group(0)), template)
-
-
-def judge_id(name, judge):
-    """What decides a judge's reply besides the prompt: its name, endpoint and settings (a
-    progress file of another judge is never reused)."""
-    fields = [name] + [str(getattr(judge, a, '')) for a in
-                       ('api_base', 'system_prompt', 'temperature', 'max_tokens')]
-    return hashlib.sha1('|'.join(fields).encode()).hexdigest()[:16]
 
 
 def model_prompt(task, question='', choice=''):

@@ -23,6 +23,8 @@ from collections import Counter
 
 import pandas as pd
 
+from .exact_io import is_infer_fail
+
 MODES = {'_labelled': 'labelled', '_composite': 'composite'}
 
 
@@ -70,26 +72,7 @@ BAD_JSON = 'BAD_JSON'
 NO_JSON, NOT_OBJECT, NO_ANSWER_FIELD, EMPTY_ANSWER = 'no_json', 'not_object', 'no_answer_field', \
     'empty_answer'
 TOO_DEEP, INFERENCE_FAILURE = 'too_deep', 'inference_failure'
-FAIL_MSG = 'Failed to obtain answer via API.'
-# The kit's failure values: its API wrappers' fail_msg (and the all-turns-failed form), and
-# inference's SKIP_ERR text f'Failed to obtain answer: {type(err)} {err}'.
-_KIT_FAILURE = re.compile(r"Failed to obtain answer via API\.(?:: Failed with all possible "
-                          r"conversation turns\.)?"
-                          r"|Failed to obtain answer: <class '[\w.]+'>(?: .*)?", re.DOTALL)
 _ZERO_WIDTH = dict.fromkeys(map(ord, '\u200b\u200c\u200d\u2060\ufeff'), None)
-
-
-def is_infer_fail(prediction):
-    """Only the kit's exact failure text is an inference failure; an empty reply is an answer."""
-    return isinstance(prediction, str) and _KIT_FAILURE.fullmatch(prediction) is not None
-
-
-def read_text_table(path):
-    """Every cell as the text it holds: the kit's `load` would read the label "0.50" as 0.5."""
-    kw = dict(dtype=str, keep_default_na=False)
-    if str(path).endswith('.xlsx'):
-        return pd.read_excel(path, **kw)
-    return pd.read_csv(path, sep='\t' if str(path).endswith('.tsv') else ',', **kw)
 
 
 # -------------------------------------------------------------------------------------- prompts

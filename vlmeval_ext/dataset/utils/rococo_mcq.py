@@ -17,12 +17,6 @@ LETTERS = 'ABCDE'
 QUESTION = 'Which caption describes this image exactly?'
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 ATTACKS = ('same_concept', 'diff_concept', 'rand_voca', 'danger')
-FAIL_MSG = 'Failed to obtain answer via API.'
-# The kit's failure values: its API wrappers' fail_msg (and the all-turns-failed form), and
-# inference's SKIP_ERR text f'Failed to obtain answer: {type(err)} {err}'.
-_KIT_FAILURE = re.compile(r"Failed to obtain answer via API\.(?:: Failed with all possible "
-                          r"conversation turns\.)?"
-                          r"|Failed to obtain answer: <class '[\w.]+'>(?: .*)?", re.DOTALL)
 _ZERO_WIDTH = dict.fromkeys(map(ord, '\u200b\u200c\u200d\u2060\ufeff'), None)
 # A capital letter standing alone ("B", "(B)", "B.", "**B**", "option B"), not inside a word. 'A'
 # before a lower-case word is the article ("A man riding ..."), unless that word says it is an
@@ -31,19 +25,6 @@ _STANDALONE = re.compile(r"(?<![\w'’])([A-E])(?![\w'’])(\s+([a-z]+))?")
 _AFTER_A = {'is', 'or', 'and', 'nor', 'vs', 'versus', 'seems', 'appears', 'matches', 'fits',
             'describes', 'because', 'since', 'as', 'would', 'should', 'could', 'then'}
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
-
-
-def is_infer_fail(prediction):
-    """Only the kit's exact failure text is an inference failure; an empty reply is an answer."""
-    return isinstance(prediction, str) and _KIT_FAILURE.fullmatch(prediction) is not None
-
-
-def read_text_table(path):
-    """Every cell as the text it holds: the kit's `load` would guess types."""
-    kw = dict(dtype=str, keep_default_na=False)
-    if str(path).endswith('.xlsx'):
-        return pd.read_excel(path, **kw)
-    return pd.read_csv(path, sep='\t' if str(path).endswith('.tsv') else ',', **kw)
 
 
 def prompt_text(item):

@@ -21,14 +21,6 @@ RECALL_AT, BLOCK_ROWS, TOP = (1, 5, 10), 256, 10
 _DTYPES = {'f32': np.float32, 'f16': np.float16}
 
 
-def read_text_table(path):
-    """Every cell as the text it holds: the kit's `load` would guess types."""
-    kw = dict(dtype=str, keep_default_na=False)
-    if str(path).endswith('.xlsx'):
-        return pd.read_excel(path, **kw)
-    return pd.read_csv(path, sep='\t' if str(path).endswith('.tsv') else ',', **kw)
-
-
 def encode_vector(vec, precision='f32'):
     """'emb:f32:<dim>:<base64 little-endian>': compact, exact at f32, self-describing."""
     vec = np.asarray(vec, dtype=_DTYPES[precision]).reshape(-1)
