@@ -40,6 +40,7 @@ import pandas as pd  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from vlmeval_ext.prepare import grab as data  # noqa: E402
+from vlmeval_ext.scripts import build_grab_tsv as build_script  # noqa: E402
 from vlmeval_ext.dataset.utils.grab import normalized_score, official_correct  # noqa: E402
 
 OFFICIAL_SIZE = (5836, 4842)
@@ -129,8 +130,8 @@ def stage_table(image: Image.Image) -> list[str]:
     source = buffer.getvalue()
     t_decode, _ = best(lambda: data.open_source(source))
     t_before, _ = best(lambda: before_encode(image))
-    prepared = data.prepare_image(image, 2048)
-    t_prep, _ = best(lambda: data.prepare_image(image, 2048))
+    prepared = build_script.prepare_image(image, 2048)
+    t_prep, _ = best(lambda: build_script.prepare_image(image, 2048))
     lines = ['| step (one image, one process, best of 3) | seconds | base64 KiB |', '|---|---|---|',
              f'| decode the official-size PNG ({len(source) / 2 ** 20:.1f} MiB) | {t_decode:.2f} | |',
              f'| before: composite + convert + resize + PNG level 6 (no decode) | {t_before:.2f} | '
@@ -141,7 +142,7 @@ def stage_table(image: Image.Image) -> list[str]:
         t_enc, _ = best(lambda: (out.seek(0), out.truncate(), prepared.save(out, format='PNG', optimize=False,
                                                                              compress_level=level)))
         kib = len(base64.b64encode(out.getvalue())) / 1024
-        mark = ' (used)' if level == data.PNG_COMPRESS_LEVEL else ''
+        mark = ' (used)' if level == build_script.PNG_COMPRESS_LEVEL else ''
         lines.append(f'| PNG encode at 2048 px, zlib level {level}{mark} | {t_enc:.3f} | {kib:.0f} '
                      f'(full TSV ~{kib * 2170 / 2 ** 20:.2f} GiB) |')
     return lines
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
                   f'- prepared images pixel-identical to the previous pipeline\'s (decoded, compared as arrays): '
                   f'**{identical}** (largest difference {max_diff}).',
                   f'- TSV {sizes["after"] / sizes["before"]:.3f}x the previous size (PNG zlib level '
-                  f'{data.PNG_COMPRESS_LEVEL}, as before).', '']
+                  f'{build_script.PNG_COMPRESS_LEVEL}, as before).', '']
         lines += stage_table(first)
         lines += ['', 'What bounds it: the previous pipeline already used both cores (Pillow releases the GIL while it '
                   'decodes, resizes and encodes), so worker processes add little on 2 cores. What the exact output '

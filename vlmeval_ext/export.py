@@ -1,8 +1,9 @@
 """`vlmeval-ext export-upstream --kit DIR --patch-dir OUT [--url-base URL]`: one patch per benchmark for VLMEvalKit.
 
 The kit-dialect files of a benchmark (vlmeval_ext/dataset/<bench>.py, its vlmeval_ext/dataset/utils/<bench>.py, the
-shared vlmeval_ext/dataset/utils/exact_io.py and, for RoCOCO retrieval, vlmeval_ext/vlm/rococo_embedding.py) are the
-files a pull request adds: they import only the kit, the standard library, numpy/pandas/PIL and their own utils
+shared vlmeval_ext/dataset/utils/exact_io.py and the record's `export_extra`: GRAB's vlmeval_ext/scripts/build_grab_tsv.py,
+which goes to the checkout's scripts/, and RoCOCO retrieval's vlmeval_ext/vlm/rococo_embedding.py) are the files a
+pull request adds: they import only the kit, the standard library, numpy/pandas/PIL and their own utils
 modules. Every patch adds exact_io.py with the same bytes, so any two apply together (`git apply --3way`). The export copies them as they are into a
 scratch clone of the checkout (`vlmeval/dataset/...`, `vlmeval/vlm/...`), adds the lines that register them (an
 import among the sorted imports and a line inside `IMAGE_DATASET = [...]` in `vlmeval/dataset/__init__.py`, each
@@ -56,7 +57,9 @@ def kit_files(record: Benchmark) -> dict[str, Path]:
 
 
 def _kit_path(module: str) -> str:
-    return 'vlmeval/' + module.replace('vlmeval_ext.', '', 1).replace('.', '/') + '.py'
+    """Where a module of ours goes in the checkout: vlmeval_ext/scripts/ to its scripts/, the rest under vlmeval/."""
+    relative = module.replace('vlmeval_ext.', '', 1).replace('.', '/') + '.py'
+    return relative if relative.startswith('scripts/') else 'vlmeval/' + relative
 
 
 def _class_name(record: Benchmark) -> str:
@@ -208,6 +211,7 @@ def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str
             '## Data\n\n'
             f'- Source: {data["source"]}.\n- Licence: {data["licence"]}.\n'
             f'- The TSV redistributes {data["redistributes"]}.\n'
+            + (f'- {data["build"]}.\n' if data.get('build') else '') +
             f'- It still has to be hosted: {data["host"]}. `DATASET_URL` and `DATASET_MD5` are filled once it '
             'is.\n\n'
             '## How the scoring was checked\n\n'
@@ -281,6 +285,7 @@ def add_benchmark(clone: Path, kit: Path, record: Benchmark, url_base: str | Non
             if shared and target.read_text(encoding='utf-8') == text and not _git(clone, 'ls-files', '--', kit_path).strip():
                 continue            # added by an earlier benchmark of all.patch, the same bytes
             raise ExportError(f'{kit_path} already exists in {kit}: the kit has a file of that name')
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding='utf-8')
     init = clone / 'vlmeval' / 'dataset' / '__init__.py'
     text = add_import(init.read_text(encoding='utf-8'), f'from .{_module_name(record)} import {_class_name(record)}')

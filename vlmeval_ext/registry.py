@@ -96,7 +96,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         answer_columns=('answer', 'choice', 'type'),
         prepare='vlmeval_ext.prepare.rbench:prepare', prepare_options=('allow_subset',),
         naive='vlmeval_ext.plugin.rbench:naive_answer', report='vlmeval_ext.plugin.rbench:REPORT', spec='rbench',
-        judge='required'),
+        judge='required', export_extra=('vlmeval_ext.scripts.build_rbench_full_tsv',)),
     Benchmark(
         key='GRAB', title='GRAB', kit_class='vlmeval_ext.dataset.grab:GRAB', plugin_class='vlmeval_ext.datasets:GRAB',
         names=('GRAB',), demos={'GRAB_DEMO': 'GRAB_DEMO.tsv'},
@@ -105,7 +105,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         prediction_columns=('index', 'question', 'answer', 'task', 'category', 'complexity', 'prediction'),
         prepare='vlmeval_ext.prepare.grab:prepare', prepare_options=('allow_subset',),
         naive='vlmeval_ext.plugin.grab:naive_answer', report='vlmeval_ext.plugin.grab:REPORT', spec='grab',
-        judge='optional'),
+        judge='optional', export_extra=('vlmeval_ext.scripts.build_grab_tsv',)),
     Benchmark(
         key='ReMI', title='ReMI', kit_class='vlmeval_ext.dataset.remi:ReMI', plugin_class='vlmeval_ext.datasets:ReMI',
         names=tuple(f'ReMI{m}' for m in _REMI_MODES),
@@ -115,7 +115,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         required_columns=('index', 'question', 'answer', 'task', 'image'),
         prediction_columns=('index', 'prediction', 'answer', 'task'),
         prepare='vlmeval_ext.prepare.remi:prepare', prepare_options=('allow_subset',),
-        naive='vlmeval_ext.plugin.remi:naive_answer', report='vlmeval_ext.plugin.remi:REPORT', spec='remi'),
+        naive='vlmeval_ext.plugin.remi:naive_answer', report='vlmeval_ext.plugin.remi:REPORT', spec='remi',
+        export_extra=('vlmeval_ext.scripts.build_remi_tsv',)),
     Benchmark(
         key='RoCOCO-MCQ', title='RoCOCO-MCQ', kit_class='vlmeval_ext.dataset.rococo_mcq:RoCOCOMCQ',
         plugin_class='vlmeval_ext.datasets:RoCOCOMCQ',
@@ -127,7 +128,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         answer_columns=('answer', 'twin', 'A', 'B', 'C'),
         prepare='vlmeval_ext.prepare.rococo:prepare', prepare_options=('coco_root',),
         naive='vlmeval_ext.plugin.rococo_mcq:naive_answer', report='vlmeval_ext.plugin.rococo_mcq:REPORT',
-        spec='rococo'),
+        spec='rococo', export_extra=('vlmeval_ext.scripts.build_rococo_mcq_tsv',)),
     Benchmark(
         key='RoCOCO-retrieval', title='RoCOCO retrieval',
         kit_class='vlmeval_ext.dataset.rococo_retrieval:RoCOCORetrieval',

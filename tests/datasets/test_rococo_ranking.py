@@ -9,6 +9,7 @@ import pytest
 
 from vlmeval_ext.dataset.utils import rococo_retrieval as R
 from vlmeval_ext.prepare import rococo as P
+from vlmeval_ext.scripts.build_rococo_mcq_tsv import pre_caption
 from vlmeval_ext.rococo_cli import score_embeddings
 
 
@@ -81,11 +82,11 @@ def test_real_files_share_images_and_ground_truth(fixtures_dir):
 
 
 def test_pre_caption_matches_official_rules():
-    assert P.pre_caption('A man (with) a "red" helmet!  On: a  moped; ~yes* #1. \n') == \
+    assert pre_caption('A man (with) a "red" helmet!  On: a  moped; ~yes* #1. \n') == \
         'a man with a red helmet on a moped yes 1'
     long = ' '.join(f'w{i}' for i in range(40))
-    assert P.pre_caption(long).split() == [f'w{i}' for i in range(30)]
-    assert P.pre_caption("Don't, stop-here?") == "don't, stop-here?"   # only .!"()*#:;~ are removed
+    assert pre_caption(long).split() == [f'w{i}' for i in range(30)]
+    assert pre_caption("Don't, stop-here?") == "don't, stop-here?"   # only .!"()*#:;~ are removed
 
 
 def test_parse_rejects_bad_entries():

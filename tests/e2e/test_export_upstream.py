@@ -389,3 +389,28 @@ def test_a_tiny_qwen2_vl_through_each_patched_checkouts_run_py_scores_as_the_plu
 def record_class(split: str) -> str:
     from vlmeval_ext.registry import benchmark_of
     return benchmark_of(split).kit_class.partition(':')[2]
+
+
+def test_the_rococo_mcq_build_script_in_its_patched_checkout_writes_the_bytes_prepare_writes(exported, tmp_path,
+                                                                                            fixtures_dir):
+    """The RoCOCO-MCQ pull request alone on a copy of the checkout, its scripts/build_rococo_mcq_tsv.py run there as a
+    maintainer would (`python scripts/...` with the checkout's vlmeval, whose rococo_mcq utils hold the prompt), on
+    real annotation entries (an 11-caption entry among them) and a generated COCO root: the same TSV, byte for byte,
+    as the plugin's `prepare`, and the md5 it prints is that file's."""
+    from helpers.rococo_sources import write_sources
+    from vlmeval_ext.prepare import rococo as P
+    ann_dir, coco = write_sources(fixtures_dir, tmp_path)
+    kit = tmp_path / 'applied'
+    shutil.copytree(exported['kit'], kit)
+    _git(kit, 'apply', str(exported['patches'] / 'RoCOCO-MCQ.patch'))
+    env = {**exported['env'], 'PYTHONPATH': str(kit)}
+    proc = subprocess.run([sys.executable, 'scripts/build_rococo_mcq_tsv.py', '--annotation',
+                           str(ann_dir / 'same_concept.json'), '--coco-root', str(coco), '--out',
+                           str(tmp_path / 'script.tsv')], cwd=kit, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    frame = P.frame_for('RoCOCO-MCQ-same_concept', ann_dir, coco, lazy_images=True)
+    P.write_tsv_streaming(frame, tmp_path / 'prepare.tsv')
+    script_bytes = (tmp_path / 'script.tsv').read_bytes()
+    assert script_bytes == (tmp_path / 'prepare.tsv').read_bytes() and script_bytes.count(b'\n') == 6
+    assert proc.stdout.strip().splitlines()[-1] == f'md5 {hashlib.md5(script_bytes).hexdigest()}'

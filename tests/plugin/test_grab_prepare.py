@@ -11,6 +11,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from vlmeval_ext.prepare import grab as data
+from vlmeval_ext.scripts import build_grab_tsv as build_script
 
 
 @pytest.fixture(scope='module')
@@ -70,14 +71,14 @@ def test_manual_layout_to_tsv(grab_json, tmp_path):
 
 def test_large_image_is_capped_on_the_long_side(tmp_path):
     big = _plot_image((2918, 2421))    # half the official 5836x4842, same aspect
-    capped = data.prepare_image(big, max_side=1024)
+    capped = build_script.prepare_image(big, max_side=1024)
     assert capped.mode == 'RGB' and capped.size == (1024, round(2421 * 1024 / 2918))
-    assert data.prepare_image(big, max_side=0).size == (2918, 2421)          # 0 keeps full size
-    assert max(data.prepare_image(big).size) == 2048                          # the spec's default cap
-    small = data.prepare_image(_plot_image((100, 80)), max_side=1024)
+    assert build_script.prepare_image(big, max_side=0).size == (2918, 2421)          # 0 keeps full size
+    assert max(build_script.prepare_image(big).size) == 2048                          # the spec's default cap
+    small = build_script.prepare_image(_plot_image((100, 80)), max_side=1024)
     assert small.size == (100, 80)                                            # never upscaled
     palette = Image.new('P', (10, 10))
-    assert data.prepare_image(palette).mode == 'RGB'
+    assert build_script.prepare_image(palette).mode == 'RGB'
 
 
 def test_limit_keeps_the_first_questions(grab_json, tmp_path):
@@ -165,7 +166,7 @@ def test_paste_through_alpha_equals_alpha_composite_for_every_alpha_and_value():
     channels = [value, np.roll(value, 85), 255 - value, alpha]
     image = Image.fromarray(np.stack(channels, -1).reshape(256, 256, 4), 'RGBA')
     assert data._spec()['image']['background'] == [255, 255, 255]
-    assert np.array_equal(np.asarray(data.prepare_image(image, 0)), _previous_pipeline(image, 0))
+    assert np.array_equal(np.asarray(build_script.prepare_image(image, 0)), _previous_pipeline(image, 0))
 
 
 def _matplotlib_plot(size, seed):

@@ -4,6 +4,7 @@ evidence written, and none claims a published comparison it does not have."""
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ def test_every_pull_request_has_its_data_licence_and_evidence():
     assert sorted(FACTS) == sorted(SENT)
     for key in SENT:
         data = FACTS[key]['data']
-        assert all(data.get(k) for k in ('source', 'licence', 'redistributes', 'host')), key
+        assert all(data.get(k) for k in ('source', 'licence', 'redistributes', 'host', 'build')), key
         assert len(FACTS[key]['evidence']) >= 3, key
 
 
@@ -40,3 +41,18 @@ def test_published_comparisons_only_where_the_paper_has_numbers():
     assert any('recast' in e['what'] for e in FACTS['RoCOCO-MCQ']['extensions'])
     assert any('efficient' in e['what'] and 'off by default' in e['leave_out']
                for e in FACTS['R-Bench-Full']['extensions'])
+
+
+@pytest.mark.parametrize('key', SENT)
+def test_each_pull_request_ships_the_build_script_its_text_names(key):
+    """The data section names a `python scripts/build_<x>_tsv.py` command: that script is a file of the patch, and a
+    cited test runs it and compares its TSV with the plugin's build, byte for byte."""
+    import re
+
+    from vlmeval_ext.export import kit_files
+    from vlmeval_ext.registry import BENCHMARKS
+    record = next(r for r in BENCHMARKS if r.key == key)
+    script = re.search(r'python (scripts/build_\w+_tsv\.py)', FACTS[key]['data']['build']).group(1)
+    assert script in kit_files(record) and kit_files(record)[script].is_file(), script
+    assert any(Path(script).name.replace('.py', '') in item['claim'] or Path(script).name in item['claim']
+               for item in FACTS[key]['evidence']), key

@@ -12,7 +12,6 @@ anywhere (smoke runs, benchmarks).
 from __future__ import annotations
 
 import argparse
-import base64
 import csv
 import functools
 import io
@@ -27,6 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Union
 
 from vlmeval_ext.io import DataError
+# The image and row rules are the exported build script's (scripts/build_grab_tsv.py in the pull request), so the
+# TSV the plugin builds and the one a maintainer builds are the same bytes.
+from vlmeval_ext.scripts.build_grab_tsv import encode_image, tsv_row, write_rows
 from vlmeval_ext.spec import load_spec
 
 if TYPE_CHECKING:
@@ -104,61 +106,9 @@ def read_grab_json(path: str | Path) -> list[dict]:
 # ------------------------------------------------------------------------------------------------- images
 
 
-SIXTEEN_BIT_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N', 'I')
-
-
-def to_8bit(image):
-    """A 16-bit grey plot (Pillow mode I;16*, or I as 16-bit PNGs open) as 8-bit L, scaled (v / 257): Pillow's own
-    convert clips every value above 255, which turns a 16-bit plot all white. Other modes are returned as they are."""
-    if image.mode not in SIXTEEN_BIT_MODES:
-        return image
-    import numpy as np
-    from PIL import Image
-    values = np.asarray(image).astype(np.float64)
-    return Image.fromarray(np.rint(np.clip(values, 0, 65535) / 257).astype(np.uint8), mode='L')
-
-
-# PNG zlib level of the TSV images: Pillow's default. Every level is lossless; level 1 saves ~0.04 s of ~0.8 s CPU
-# per image but makes the TSV, which the kit holds in memory whole, ~30-40 % larger (benchmarks/grab_prepare.md).
-PNG_COMPRESS_LEVEL = 6
-
 # What a source hands over for one image: a file path or encoded bytes (cheap to send to a worker process,
 # decoded there), or an already opened PIL image.
 ImageSource = Union[str, Path, bytes, 'Image.Image']
-
-
-def prepare_image(image, max_side: int | None = None):
-    """RGB copy of a plot: alpha composited onto the spec's background, long side capped (never upscaled).
-
-    The alpha plot is pasted through its own alpha onto an RGB canvas of the background colour: for an opaque
-    background this gives exactly the pixels of `Image.alpha_composite` + `convert('RGB')` (every alpha x value
-    pair is checked in tests/plugin/test_grab_prepare.py) with one full-size copy instead of three.
-    """
-    from PIL import Image
-
-    spec = _spec()['image']
-    max_side = spec['max_long_side'] if max_side is None else max_side
-    image = to_8bit(image)
-    if image.mode in ('RGBA', 'LA') or (image.mode == 'P' and 'transparency' in image.info):
-        rgba = image if image.mode == 'RGBA' else image.convert('RGBA')
-        canvas = Image.new('RGB', rgba.size, tuple(spec['background']))
-        canvas.paste(rgba, mask=rgba)
-        image = canvas
-        del rgba
-    elif image.mode != 'RGB':
-        image = image.convert('RGB')
-    if max_side and max(image.size) > max_side:
-        scale = max_side / max(image.size)
-        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
-        image = image.resize(size, Image.LANCZOS)
-    return image
-
-
-def encode_image(image, max_side: int | None = None, compress_level: int = PNG_COMPRESS_LEVEL) -> str:
-    """Base64 PNG of the prepared image (lossless: thin lines and tick labels must survive)."""
-    buffer = io.BytesIO()
-    prepare_image(image, max_side).save(buffer, format='PNG', optimize=False, compress_level=compress_level)
-    return base64.b64encode(buffer.getvalue()).decode('ascii')
 
 
 def open_source(source: ImageSource):
@@ -177,8 +127,9 @@ def open_source(source: ImageSource):
 
 
 def encode_source(source: ImageSource, max_side: int | None = None) -> str:
-    """encode_image of one image source; runs in a worker process (module level, so it pickles)."""
-    return encode_image(open_source(source), max_side)
+    """encode_image of one image source (max_side None: the spec's cap); runs in a worker process (module level,
+    so it pickles)."""
+    return encode_image(open_source(source), _spec()['image']['max_long_side'] if max_side is None else max_side)
 
 
 # ------------------------------------------------------------------------------------------------ sources
@@ -310,7 +261,6 @@ def tsv_rows(records: Iterable[dict], image_source: Callable[[dict], ImageSource
 
         def finished() -> dict:
             record, source, future = window.popleft()
-            row = {k: record[k] for k in ('pid', 'question', 'answer', 'task', 'category', 'complexity')}
             try:
                 image = future.result()
             except GrabDataError:
@@ -320,7 +270,7 @@ def tsv_rows(records: Iterable[dict], image_source: Callable[[dict], ImageSource
                 raise GrabDataError(f'GRAB pid {record["pid"]}, column "image": {what} cannot be read as an image '
                                     f'({type(err).__name__}: {err}); replace it from the official release') from err
             bar.update(1)
-            return {'index': record['pid'], **row, 'image': image}
+            return tsv_row(record, image)
 
         try:
             for record in records:
@@ -340,15 +290,8 @@ def write_tsv(rows: Iterable[dict], out_path: str | Path) -> int:
     `<out>.part` (see core.io.building): a kill never leaves a half-written GRAB.tsv, and the next build removes
     the `.part` it left, saying so."""
     from vlmeval_ext.io import building
-    columns = _spec()['tsv_columns']
-    count = 0
     with building(out_path) as tmp, open(tmp, 'w', encoding='utf-8', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=columns, delimiter='\t', quoting=csv.QUOTE_MINIMAL)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow(row)
-            count += 1
-    return count
+        return write_rows(rows, f)
 
 
 def default_tsv_path() -> Path:

@@ -14,10 +14,8 @@ No images are embedded here: the output TSV carries each image's original bytes 
 """
 from __future__ import annotations
 
-import base64
 import csv
 import io
-import math
 import re
 import sys
 from pathlib import Path
@@ -26,21 +24,17 @@ from typing import Iterable, Iterator
 from vlmeval_ext.dataset.utils.rbench_full import parse_captions
 from vlmeval_ext.offline_judge import parse_choices
 from vlmeval_ext.io import DataError, unreadable_reason
+# The text cells, the files read, the rows and their writing are the exported build script's
+# (scripts/build_rbench_full_tsv.py in the pull request), so the TSV the plugin builds and the one a maintainer
+# builds are the same bytes.
+from vlmeval_ext.scripts.build_rbench_full_tsv import TEXT_FIELDS as _TEXT_FIELDS
+from vlmeval_ext.scripts.build_rbench_full_tsv import cell as _cell
+from vlmeval_ext.scripts.build_rbench_full_tsv import parquet_files, parquet_rows, tsv_rows, write_rows
 from vlmeval_ext.spec import load_spec
-
-TSV_COLUMNS = ['index', 'pair_id', 'variant', 'name', 'question', 'choice', 'answer', 'type', 'distortion',
-               'strength', 'image']
-_TEXT_FIELDS = ('name', 'question', 'choice', 'answer', 'type')
 
 
 class RBenchDataError(DataError):
     """Bad official data: the message names the file, row and column."""
-
-
-def _cell(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ''
-    return str(value)
 
 
 def _int_field(raw, lo: int, hi: int, where: str) -> int:
@@ -138,14 +132,8 @@ def _parquet_rows(path: Path, batch_rows: int = 32) -> Iterator[dict]:
 
     (pyarrow, which pandas and the kit already need; the Hugging Face export writes 100 rows per group.)"""
     import pyarrow as pa
-    import pyarrow.parquet as pq
     try:
-        with pq.ParquetFile(path) as parquet:
-            for group in range(parquet.num_row_groups):
-                table = parquet.read_row_group(group)
-                for batch in table.to_batches(max_chunksize=batch_rows):
-                    yield from batch.to_pylist()
-                del table
+        yield from parquet_rows(path, batch_rows)
     except (pa.ArrowException, OSError) as err:
         raise RBenchDataError(f'{path}: not a readable parquet file ({unreadable_reason(err)}): the download is '
                               'incomplete or damaged; download it again') from None
@@ -207,8 +195,7 @@ def records_from_dir(path: str | Path, warnings: list | None = None) -> Iterator
         return
     # A Hugging Face snapshot as downloaded keeps its parquet files in subfolders (data/test-00000-of-00001.parquet);
     # the hub's own cache folders (.cache/, .huggingface/) are not data.
-    parquets = sorted(p for p in path.rglob('*.parquet')
-                      if not any(part.startswith('.') for part in p.relative_to(path).parts))
+    parquets = parquet_files(path)
     if parquets:
         for p in parquets:
             yield from records_from_table(_parquet_rows(p), str(p), warnings)
@@ -256,29 +243,13 @@ def open_source(source: str | Path | None, warnings: list | None = None) -> Iter
 
 
 # ------------------------------------------------------------------------------------------------- output
-def tsv_rows(records: Iterable[tuple[dict, bytes, bytes]]) -> Iterator[dict]:
-    """Each item twice: ref row (index 2k) then dis row (index 2k+1), sharing pair_id k."""
-    for pair_id, (item, ref_bytes, dis_bytes) in enumerate(records):
-        for offset, (variant, data) in enumerate((('ref', ref_bytes), ('dis', dis_bytes))):
-            yield {'index': 2 * pair_id + offset, 'pair_id': pair_id, 'variant': variant,
-                   **{k: item[k] for k in ('name', 'question', 'choice', 'answer', 'type', 'distortion',
-                                           'strength')},
-                   'image': base64.b64encode(data).decode('ascii')}
-
-
 def write_tsv(records: Iterable[tuple[dict, bytes, bytes]], out: str | Path, expect_items: int | None = None) -> int:
     """Write the kit TSV; returns the number of rows. `expect_items` (1485 for the release) is checked."""
     from vlmeval_ext.io import building
     csv.field_size_limit(sys.maxsize)
-    n = 0
     with building(out) as tmp:
         with open(tmp, 'w', encoding='utf-8', newline='') as f:
-            writer = csv.DictWriter(f, fieldnames=TSV_COLUMNS, delimiter='\t', quoting=csv.QUOTE_MINIMAL,
-                                    lineterminator='\n')
-            writer.writeheader()
-            for row in tsv_rows(records):
-                writer.writerow(row)
-                n += 1
+            n = write_rows(tsv_rows(records), f)
         if expect_items is not None and n != 2 * expect_items:
             raise RBenchDataError(f'expected {expect_items} items ({2 * expect_items} rows), the source gave '
                                   f'{n // 2}')

@@ -7,21 +7,21 @@ order, serialised as a JSON list (which is also the Python list literal the kit'
 """
 from __future__ import annotations
 
-import base64
 import json
 import os
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 
 from vlmeval_ext.dataset.utils.remi import split_at_tags
 from vlmeval_ext.io import DataError, unreadable_reason, write_kit_tsv
+# The file selection and the row rule are the exported build script's (scripts/build_remi_tsv.py in the pull request),
+# so the TSV the plugin builds and the one a maintainer builds are the same bytes.
+from vlmeval_ext.scripts.build_remi_tsv import COLUMNS as TSV_COLUMNS
+from vlmeval_ext.scripts.build_remi_tsv import IMAGE_SLOTS, split_files, tsv_row
 
-IMAGE_SLOTS = [f'image_{i}' for i in range(1, 7)]
 REQUIRED_COLUMNS = ['question', 'label', 'task']
 HF_REPO_ID = 'mehrankazemi/ReMI'
-TSV_COLUMNS = ['index', 'question', 'answer', 'task', 'image', 'image_count']
 
 
 class ReMIDataError(DataError):
@@ -54,11 +54,6 @@ def check_image(raw: bytes, where: str) -> None:
         check_image_bytes(raw, where)          # a decompression bomb too: one line naming the slot
     except DataError as err:
         raise ReMIDataError(str(err)) from None
-
-
-def encode_images(images: Iterable[bytes]) -> str:
-    """The kit's multi-image cell: a JSON list of base64 strings (valid Python literal too)."""
-    return json.dumps([base64.b64encode(b).decode('ascii') for b in images])
 
 
 def decode_image_cell(cell: str) -> list[str]:
@@ -127,9 +122,7 @@ def _row(record: dict, row_no: int, source: str, slots: list, verify_images: boo
     if not images:
         raise ReMIDataError(f'{source}: row {row_no} has no image in {slots}')
     check_tags(str(record['question']), len(images), f'{source}: row {row_no}')
-    return {'index': start_index + row_no, 'question': str(record['question']),
-            'answer': str(record['label']), 'task': str(record['task']),
-            'image': encode_images(images), 'image_count': len(images)}
+    return tsv_row(start_index + row_no, record['question'], record['label'], record['task'], images)
 
 
 def find_split_files(directory: str | os.PathLike, split: str = 'test') -> list[Path]:
@@ -137,13 +130,12 @@ def find_split_files(directory: str | os.PathLike, split: str = 'test') -> list[
     root = Path(directory)
     if not root.is_dir():
         raise FileNotFoundError(f'ReMI source folder {root} does not exist')
-    files = sorted(p for p in root.rglob('*.parquet')
-                   if p.stem == split or p.stem.startswith(f'{split}-') or p.parent.name == split)
-    if not files:
+    try:
+        return split_files(root, split)
+    except FileNotFoundError:
         found = sorted(str(p.relative_to(root)) for p in root.rglob('*.parquet'))
         raise FileNotFoundError(f'no {split!r} parquet file under {root} (found: {found or "no parquet files"}); '
-                                f'expected {split}.parquet as in huggingface.co/datasets/{HF_REPO_ID}')
-    return files
+                                f'expected {split}.parquet as in huggingface.co/datasets/{HF_REPO_ID}') from None
 
 
 def convert_files(files: list[Path], verify_images: bool = True, left_out: list | None = None) -> pd.DataFrame:

@@ -18,7 +18,6 @@ import io
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -27,6 +26,11 @@ import pandas as pd
 
 from vlmeval_ext.dataset.utils.rococo_mcq import LETTERS, QUESTION
 from vlmeval_ext.io import DataError, tsv_path, write_kit_tsv
+# The caption normalisation, the annotation's reading, the MCQ items and the TSV writing are the exported build
+# script's (scripts/build_rococo_mcq_tsv.py in the RoCOCO-MCQ pull request), so the TSV the plugin builds and the
+# one a maintainer builds are the same bytes.
+from vlmeval_ext.scripts import build_rococo_mcq_tsv as build_script
+from vlmeval_ext.scripts.build_rococo_mcq_tsv import Annotation
 from vlmeval_ext.spec import load_spec
 
 SPEC = load_spec('rococo')
@@ -39,55 +43,10 @@ MCQ_SEED = SPEC['mcq_recast']['seed']
 
 
 # ------------------------------------------------------------------------------------------ annotations
-_PUNCT = re.compile(r'([.!"()*#:;~])')
-_SPACES = re.compile(r'\s{2,}')
-
-
-def pre_caption(caption: str, max_words: int = MAX_WORDS) -> str:
-    """Official BLIP/RoCOCO normalisation: lowercase, punctuation .!"()*#:;~ -> space, collapse spaces, <= max_words."""
-    text = _PUNCT.sub(' ', caption.lower())
-    text = _SPACES.sub(' ', text)
-    text = text.rstrip('\n').strip(' ')
-    words = text.split(' ')
-    if len(words) > max_words:
-        text = ' '.join(words[:max_words])
-    return text
-
-
-@dataclass
-class Annotation:
-    """One RoCOCO annotation file flattened in file order.
-
-    texts[t] belongs to image text_image[t]; is_ground_truth[t] says whether it is an original caption;
-    twin_of[t] is, for an adversarial caption, the index of the ground-truth caption it was made from (else -1).
-    """
-    path: str
-    images: list[str]
-    texts: list[str]
-    raw_texts: list[str]
-    text_image: np.ndarray
-    is_ground_truth: np.ndarray
-    twin_of: np.ndarray
-    ground_truth: list[list[int]] = field(repr=False)
-
-    @property
-    def n_images(self) -> int:
-        return len(self.images)
-
-    @property
-    def n_texts(self) -> int:
-        return len(self.texts)
-
-    @property
-    def has_adversarial(self) -> bool:
-        return bool((~self.is_ground_truth).any())
-
-
 def parse_annotation(entries, source: str = '<memory>', max_words: int = MAX_WORDS) -> Annotation:
     """Flatten a list of {"image", "caption": [...]} entries; raise naming the source and entry on bad input."""
     if not isinstance(entries, list):
         raise DataError(f'{source}: expected a JSON list of entries, got {type(entries).__name__}')
-    images, texts, raw, text_image, is_gt, twin_of, gts = [], [], [], [], [], [], []
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or 'image' not in entry or 'caption' not in entry:
             raise DataError(f'{source}: entry {i} must be an object with "image" and "caption" keys')
@@ -96,24 +55,10 @@ def parse_annotation(entries, source: str = '<memory>', max_words: int = MAX_WOR
             raise DataError(f'{source}: entry {i} column "image" must be a non-empty string, got {image!r}')
         if not isinstance(captions, list) or not all(isinstance(c, str) for c in captions):
             raise DataError(f'{source}: entry {i} ({image}) column "caption" must be a list of strings')
-        n_gt = GROUND_TRUTH_COUNT.get(len(captions))
-        if n_gt is None:
+        if len(captions) not in GROUND_TRUTH_COUNT:
             raise DataError(f'{source}: entry {i} ({image}) has {len(captions)} captions; RoCOCO entries have '
-                             f'{sorted(GROUND_TRUTH_COUNT)} (5/6 ground truth, then {N_ADVERSARIAL} adversarial)')
-        first = len(texts)
-        gts.append(list(range(first, first + n_gt)))
-        for k, caption in enumerate(captions):
-            raw.append(caption)
-            texts.append(pre_caption(caption, max_words))
-            text_image.append(i)
-            is_gt.append(k < n_gt)
-            # adversarial caption j (0..4) is ground-truth caption j with one word replaced
-            twin_of.append(first + (k - n_gt) if k >= n_gt else -1)
-        images.append(image)
-    return Annotation(path=source, images=images, texts=texts, raw_texts=raw,
-                      text_image=np.asarray(text_image, dtype=np.int64),
-                      is_ground_truth=np.asarray(is_gt, dtype=bool),
-                      twin_of=np.asarray(twin_of, dtype=np.int64), ground_truth=gts)
+                            f'{sorted(GROUND_TRUTH_COUNT)} (5/6 ground truth, then {N_ADVERSARIAL} adversarial)')
+    return build_script.flatten(entries, source, max_words)
 
 
 def load_annotation(path: str | Path, max_words: int = MAX_WORDS) -> Annotation:
@@ -163,30 +108,12 @@ def t2i_positives(ann: Annotation) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ MCQ items
 def build_items(ann: Annotation, attack: str, seed: int = MCQ_SEED, n_options: int = 4,
                 rows: Iterable[int] | None = None) -> list[dict]:
+    """The MCQ items of an attack file (build_script.build_items), its arguments checked first."""
     if not ann.has_adversarial:
         raise DataError(f'{ann.path}: the MCQ recast needs an attack file (ground truth + adversarial captions)')
     if not 3 <= n_options <= len(LETTERS):
         raise ValueError(f'n_options must be 3..{len(LETTERS)}, got {n_options}')
-    twin_of_gt = {int(ann.twin_of[t]): int(t) for t in np.flatnonzero(ann.twin_of >= 0)}
-    ground_truth = np.flatnonzero(ann.is_ground_truth)
-    items = []
-    for i in (range(ann.n_images) if rows is None else rows):
-        rng = np.random.default_rng([seed, int(i)])
-        gt = ann.ground_truth[i][0]
-        twin = twin_of_gt[gt]
-        others = ground_truth[ann.text_image[ground_truth] != i]
-        distractors = rng.choice(others, size=n_options - 2, replace=False).tolist()
-        options = [gt, twin] + distractors
-        order = rng.permutation(n_options)
-        shuffled = [options[k] for k in order]
-        item = {'index': int(i), 'image_path': ann.images[i], 'attack': attack, 'question': QUESTION,
-                'answer': LETTERS[shuffled.index(gt)], 'twin': LETTERS[shuffled.index(twin)],
-                'answer_text_row': int(gt), 'twin_text_row': int(twin)}
-        for letter, t in zip(LETTERS, shuffled):
-            item[letter] = ann.texts[t]
-        items.append(item)
-    return items
-
+    return build_script.build_items(ann, attack, QUESTION, LETTERS[:n_options], seed, n_options, rows)
 
 
 # ------------------------------------------------------------------------------------------ TSVs
@@ -259,21 +186,12 @@ def write_tsv_streaming(frame: pd.DataFrame, path: str | os.PathLike) -> str:
     """write_tsv for a frame whose image cells may hold file paths (frame_for(..., lazy_images=True)): each
     file is read and base64-encoded as its row is written, so memory holds one image, not the gallery. Same
     format as write_tsv (tab separated, every cell quoted), written atomically, plus the `.md5` sidecar."""
-    import csv
-
     from vlmeval_ext.io import file_md5
     path = str(path)
     os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
     tmp = path + '.partial'
-    columns = list(frame.columns)
-    at = columns.index('image') if 'image' in columns else -1
     with open(tmp, 'w', encoding='utf-8', newline='') as f:
-        writer = csv.writer(f, delimiter='\t', quoting=csv.QUOTE_ALL, lineterminator='\n')
-        writer.writerow(columns)
-        for row in frame.itertuples(index=False, name=None):
-            if at >= 0 and isinstance(row[at], Path):
-                row = (*row[:at], base64.b64encode(row[at].read_bytes()).decode('ascii'), *row[at + 1:])
-            writer.writerow(row)
+        build_script.write_rows(list(frame.columns), frame.itertuples(index=False, name=None), f)
     os.replace(tmp, path)
     with open(path + '.md5', 'w') as f:
         f.write(file_md5(path) + '\n')
@@ -297,14 +215,9 @@ def prepare_tsv(name: str, source_dir=None, coco_root=None, mixed_root=None) -> 
 def mcq_frame(ann: Annotation, attack: str, image_b64: Callable[[int], str], rows: Sequence[int] | None = None,
               seed: int = MCQ_SEED, n_options: int = 4) -> pd.DataFrame:
     """One MCQ row per image; image_b64(image row) gives the encoded image."""
-    records = []
-    for item in build_items(ann, attack, seed=seed, n_options=n_options, rows=rows):
-        record = {'index': item['index'], 'image': image_b64(item['index']), 'question': item['question']}
-        record.update({c: item[c] for c in LETTERS[:n_options]})
-        record.update(answer=item['answer'], twin=item['twin'], attack=attack, coco_image=item['image_path'],
-                      answer_text_row=item['answer_text_row'], twin_text_row=item['twin_text_row'])
-        records.append(record)
-    return pd.DataFrame.from_records(records)
+    return pd.DataFrame.from_records([
+        build_script.tsv_record(item, image_b64(item['index']), LETTERS[:n_options])
+        for item in build_items(ann, attack, seed=seed, n_options=n_options, rows=rows)])
 
 
 # ------------------------------------------------------------------------------------------ retrieval frames
