@@ -122,22 +122,29 @@ def browser_times(html: Path) -> dict:
     return out
 
 
+def full_work_dir(tmp: Path) -> dict:
+    """tmp/full: model M's full-size GRAB and R-Bench results, their images in tmp/lmu; the environment to run
+    vlmeval-ext in (its LMUData that folder)."""
+    env = dict(os.environ, LMUData=str(tmp / 'lmu-demo'), VLMEVAL_EXT_CACHE=str(tmp / 'cache'),
+               HF_HUB_OFFLINE='1', MPLBACKEND='Agg')
+    (tmp / 'lmu-demo').mkdir()
+    demo_dir, full_dir, lmu = tmp / 'demo' / 'M', tmp / 'full' / 'M', tmp / 'lmu'
+    for folder in (demo_dir, full_dir, lmu):
+        folder.mkdir(parents=True)
+    for demo, _, extra in FULL.values():
+        evaluate_demo(demo_dir, demo, extra, env)
+    full_size(demo_dir, full_dir, lmu)
+    env['LMUData'] = str(lmu)
+    return env
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--out', default=str(Path(__file__).with_suffix('.md')))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        env = dict(os.environ, LMUData=str(tmp / 'lmu-demo'), VLMEVAL_EXT_CACHE=str(tmp / 'cache'),
-                   HF_HUB_OFFLINE='1', MPLBACKEND='Agg')
-        (tmp / 'lmu-demo').mkdir()
-        demo_dir, full_dir, lmu = tmp / 'demo' / 'M', tmp / 'full' / 'M', tmp / 'lmu'
-        for folder in (demo_dir, full_dir, lmu):
-            folder.mkdir(parents=True)
-        for demo, _, extra in FULL.values():
-            evaluate_demo(demo_dir, demo, extra, env)
-        full_size(demo_dir, full_dir, lmu)
-        env['LMUData'] = str(lmu)
+        env = full_work_dir(tmp)
         start = time.perf_counter()
         subprocess.run([sys.executable, '-m', 'vlmeval_ext', 'report', str(tmp / 'full')], env=env, check=True,
                        capture_output=True)

@@ -207,7 +207,7 @@ def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str
             f'{(module.__doc__ or "").strip()}\n\n'
             f'## Files\n\n{added}\n\nplus one import and one line inside `IMAGE_DATASET` in '
             f'`vlmeval/dataset/__init__.py`; {lines} lines in all. The files import only the kit, the standard '
-            'library, numpy, pandas and Pillow.\n\n'
+            'library, numpy, pandas (with pyarrow, its parquet engine) and Pillow.\n\n'
             '## Data\n\n'
             f'- Source: {data["source"]}.\n- Licence: {data["licence"]}.\n'
             f'- The TSV redistributes {data["redistributes"]}.\n'

@@ -69,8 +69,8 @@ def test_served_and_judge_names_with_a_slash_in_a_relative_work_dir_and_the_same
         assert {r.model for r in model.log} == {'Qwen/Tiny-VL'}
         assert {r.model for r in judge.log} == {'Org/Judge-7B'}
         work = tmp_path / 'outputs'
-        assert sorted(p.name for p in work.iterdir() if p.is_dir()) == ['.vlmeval-ext-locks', 'Qwen--Tiny-VL',
-                                                                         'logs']
+        assert sorted(p.name for p in work.iterdir() if p.is_dir()) == ['.vlmeval-ext-locks', '.vlmeval-ext-report',
+                                                                         'Qwen--Tiny-VL', 'logs']
         folder = work / 'Qwen--Tiny-VL'
         for dataset in ('GRAB_DEMO', 'R-Bench-Full_DEMO'):
             assert kit_output(folder, f'Qwen--Tiny-VL_{dataset}_score.json')
@@ -137,7 +137,8 @@ def test_hostile_names_never_leave_the_work_dir_or_nest_folders(tmp_path):
         judge.stop()
     assert sorted(p.name for p in tmp_path.iterdir()) == ['LMUData', 'outputs', 'verdict-cache']
     work = tmp_path / 'outputs'
-    written = [p.relative_to(work) for p in work.rglob('*') if '.vlmeval-ext-locks' not in p.parts]
+    written = [p.relative_to(work) for p in work.rglob('*')
+               if '.vlmeval-ext-locks' not in p.parts and '.vlmeval-ext-report' not in p.parts]
     locks = sorted(p.name for p in (work / '.vlmeval-ext-locks').iterdir())
     assert locks == [f'{safe_name(HOSTILE_MODEL)}__GRAB_DEMO.lock'] and SAFE_PART.match(locks[0])
     unsafe = [str(p) for p in written if not all(SAFE_PART.match(part) and not part.startswith('.')

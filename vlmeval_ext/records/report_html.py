@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import argparse
 import base64
+import glob
+import hashlib
 import io
 import json
 import math
 import os
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -43,14 +45,21 @@ class Thumbnails:
         self.page_dir = page_dir            # links to full images are relative to the page's folder
         self.missing: dict[str, str] = {}   # dataset -> the TSV path looked for, when no TSV held its images
 
-    def table(self, dataset: str) -> dict:
-        """{index: image cell} of the TSV that holds `dataset` ($LMUData, else the demo shipped in the package)."""
+    @staticmethod
+    def source(dataset: str) -> tuple[str, list[Path]]:
+        """(split, the TSVs that may hold `dataset`'s images, in the order they are looked for: $LMUData, else the
+        demo shipped in the package)."""
         record = benchmark_of(dataset)
         split = record.split_of(dataset) if record else dataset
         candidates = [Path(lmu_data_root()) / f'{split}.tsv']
         demo = record.demo_file(dataset) if record else None
         if demo:
             candidates.append(Path(demo))
+        return split, candidates
+
+    def table(self, dataset: str) -> dict:
+        """{index: image cell} of the TSV that holds `dataset`."""
+        split, candidates = self.source(dataset)
         path = next((p for p in candidates if p.is_file()), None)
         if path is None:
             self.missing.setdefault(dataset, str(candidates[0]))
@@ -358,6 +367,62 @@ def _script_json(data) -> str:
         '\u2028', '\\u2028').replace('\u2029', '\\u2029')
 
 
+# Sections already built, one JSON file each, under the work dir: a page built again (at the end of every run) reads
+# a section whose inputs are unchanged instead of reading its items and thumbnails again.
+SECTION_CACHE = Path('.vlmeval-ext-report')
+
+
+def _stamp(path: Path) -> list:
+    """What says a file or folder is unchanged: its path, size and modification time ([path] when absent)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return [str(path)]
+    return [str(path.resolve()), st.st_size, st.st_mtime_ns]
+
+
+def section_inputs(report, dataset: str, pred: Path, thumbs: Thumbnails) -> list:
+    """Everything a section is built from: the run's files (every file of its folder whose name starts with the
+    predictions' stem), the TSVs its thumbnails may come from and the kit's image folder its links point into,
+    where the page is, and the code that builds it."""
+    stem = pred.name[:-len(pred.suffix)] if pred.suffix else pred.name
+    files = sorted(p for p in pred.parent.glob(f'{glob.escape(stem)}*') if p.is_file())
+    split, candidates = thumbs.source(dataset)
+    modules = {c.__module__ for c in type(report).__mro__ if c is not object}
+    if getattr(report, 'page_section', None) is not None:
+        modules.add(report.page_section.__module__)
+    code = [Path(__file__), *sorted(Path(sys.modules[m].__file__) for m in modules)]
+    return [[_stamp(p) for p in files], [_stamp(p) for p in candidates],
+            _stamp(Path(lmu_data_root()) / 'images' / split), str(thumbs.page_dir), [_stamp(p) for p in code]]
+
+
+def cached_section(work_dir: Path, report, title: str, dataset: str, pred: Path, tag: str, thumbs: Thumbnails):
+    """The run's section: the one built before when none of its inputs changed, else built now and kept. A cache
+    file that cannot be read is built again; one that cannot be written leaves the page as it is."""
+    inputs = json.loads(json.dumps(section_inputs(report, dataset, pred, thumbs)))
+    name = hashlib.sha1(f'{title}|{dataset}|{tag}|{pred.resolve()}'.encode('utf-8')).hexdigest()
+    path = work_dir / SECTION_CACHE / f'{name}.json'
+    try:
+        kept = json.loads(path.read_text(encoding='utf-8'))
+    except (OSError, ValueError):
+        kept = None
+    if isinstance(kept, dict) and kept.get('inputs') == inputs:
+        if kept.get('missing'):
+            thumbs.missing.setdefault(dataset, kept['missing'])
+        return Section(**kept['section']) if kept.get('section') else None
+    section = report.section(title, dataset, str(pred), tag, thumbs)
+    kept = {'inputs': inputs, 'section': asdict(section) if section is not None else None,
+            'missing': thumbs.missing.get(dataset)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f'{path.name}.partial{os.getpid()}')
+        tmp.write_text(json.dumps(kept, ensure_ascii=False, default=str), encoding='utf-8')
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return section
+
+
 def build(work_dir: Path, page_dir: Path | None = None) -> str:
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
@@ -380,7 +445,7 @@ def build(work_dir: Path, page_dir: Path | None = None) -> str:
             continue
         title = f'{model} / {dataset}' + (f' ({tag.lstrip("_")} mode)' if tag else '')
         try:
-            section = load_object(record.report).section(title, dataset, str(pred), tag, thumbs)
+            section = cached_section(work_dir, load_object(record.report), title, dataset, pred, tag, thumbs)
         except LinkOutside as err:
             skipped.append(f'{title}: {err}')
             print(f'[vlmeval-ext] WARNING: report: {title}: {err}', file=sys.stderr)
