@@ -1,14 +1,15 @@
 """`vlmeval-ext export-upstream --kit DIR --patch-dir OUT [--url-base URL]`: one patch per benchmark for VLMEvalKit.
 
-The kit-dialect files of a benchmark (vlmeval_ext/dataset/<bench>.py, its vlmeval_ext/dataset/utils/<bench>.py, the
-shared vlmeval_ext/dataset/utils/exact_io.py and the record's `export_extra`: GRAB's vlmeval_ext/scripts/build_grab_tsv.py,
-which goes to the checkout's scripts/, and RoCOCO retrieval's vlmeval_ext/vlm/rococo_embedding.py) are the files a
-pull request adds: they import only the kit, the standard library, numpy/pandas/PIL and their own utils
-modules. Every patch adds exact_io.py with the same bytes, so any two apply together (`git apply --3way`). The export copies them as they are into a
-scratch clone of the checkout (`vlmeval/dataset/...`, `vlmeval/vlm/...`), adds the lines that register them (an
-import among the sorted imports and a line inside `IMAGE_DATASET = [...]` in `vlmeval/dataset/__init__.py`, each
-benchmark at its own place), and writes `git diff` as `OUT/<benchmark>.patch`, with the pull request's text beside
-it as `OUT/<benchmark>.md`. Each patch applies alone to the checkout (`git apply`), and after any other
+The kit-dialect files of a benchmark are the files a pull request adds: vlmeval_ext/dataset/<bench>.py, its
+vlmeval_ext/dataset/utils/<bench>.py, the shared vlmeval_ext/dataset/utils/exact_io.py and the record's
+`export_extra` (its vlmeval_ext/scripts/build_<bench>_tsv.py, which goes to the checkout's scripts/, and RoCOCO
+retrieval's vlmeval_ext/vlm/rococo_embedding.py). They import only the kit, the standard library,
+numpy/pandas/pyarrow/PIL and their own utils modules. Every patch adds exact_io.py with the same bytes, so any two
+apply together (`git apply --3way`). The export copies them as they are into a scratch clone of the checkout
+(`vlmeval/dataset/...`, `vlmeval/vlm/...`, `scripts/...`), adds the lines that register them (an import among the
+sorted imports and a line inside `IMAGE_DATASET = [...]` in `vlmeval/dataset/__init__.py`, each benchmark at its own
+place), and writes `git diff` as `OUT/<benchmark>.patch`, with the pull request's text beside it as
+`OUT/<benchmark>.md`. Each patch applies alone to the checkout (`git apply`), and after any other
 (`git apply --3way`); `OUT/all.patch` holds them all at once. RoCOCO retrieval needs embedding models, a kind the
 kit does not evaluate: it is written as a design proposal for the maintainers, `OUT/RoCOCO-retrieval-proposal.md`,
 its patch (with its models in `vlmeval/vlm/__init__.py` and `vlmeval/config.py`) an appendix.
@@ -282,7 +283,8 @@ def add_benchmark(clone: Path, kit: Path, record: Benchmark, url_base: str | Non
         target = clone / kit_path
         if target.exists():
             shared = kit_path in {_kit_path(m) for m in SHARED_MODULES}
-            if shared and target.read_text(encoding='utf-8') == text and not _git(clone, 'ls-files', '--', kit_path).strip():
+            tracked = _git(clone, 'ls-files', '--', kit_path).strip()
+            if shared and not tracked and target.read_text(encoding='utf-8') == text:
                 continue            # added by an earlier benchmark of all.patch, the same bytes
             raise ExportError(f'{kit_path} already exists in {kit}: the kit has a file of that name')
         target.parent.mkdir(parents=True, exist_ok=True)
