@@ -88,10 +88,9 @@ def dataset_values(record: Benchmark, url_base: str | None) -> tuple[dict, dict,
         if sidecar.is_file() and not subset_note(path):
             md5s[split] = read_md5_sidecar(path, split)
         elif name == split:
-            notes.append(f'DATASET_MD5 of {split}: not filled (no full build of {split}.tsv under $LMUData; '
-                         f'`vlmeval-ext prepare {split}` builds it)')
+            notes.append(f'DATASET_MD5 of {split}: not filled yet (the build script under Data prints it)')
     if not url_base:
-        notes.append('DATASET_URL: left empty (pass --url-base where the TSVs will be hosted)')
+        notes.append('DATASET_URL: left empty until the TSV is hosted (see Data)')
     return urls, md5s, notes
 
 
@@ -203,7 +202,7 @@ def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str
     added = '\n'.join(f'- `{path}`' + (' (the same file in each pull request of this series: GRAB, R-Bench-Full, '
                                        'ReMI, RoCOCO-MCQ; a second merge leaves it as it is)' if path in shared else '')
                       for path in files)
-    notes_text = '\n'.join(f'- {n}' for n in notes) or '- none'
+    notes_text = '\n'.join(f'- {n}' for n in [*notes, *(facts.get('open') or [])]) or '- none'
     return (f'# Add {record.title} ({", ".join(f"`{n}`" for n in record.names)})\n\n'
             f'{(module.__doc__ or "").strip()}\n\n'
             f'## Files\n\n{added}\n\nplus one import and one line inside `IMAGE_DATASET` in '
@@ -411,6 +410,11 @@ def export_main(argv=None) -> int:
                                                                        ' (every pull request at once)'))
         for note in info['notes']:
             print(f'  {note}')
+    if any(note.startswith('DATASET_MD5') for info in results.values() for note in info['notes']):
+        print('To fill in DATASET_MD5: `vlmeval-ext prepare NAME` builds the full TSV under $LMUData (the same bytes '
+              'as the build script), then export again.')
+    if any(note.startswith('DATASET_URL') for info in results.values() for note in info['notes']):
+        print('To fill in DATASET_URL: export again with --url-base, where the TSVs will be hosted.')
     return 0
 
 

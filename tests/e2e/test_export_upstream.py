@@ -146,7 +146,11 @@ def test_each_benchmark_is_one_patch_that_applies_alone(exported):
         _git(kit, 'apply', '--check', str(patch))                         # alone, on the checkout's HEAD
         md = (patches / f'{record.key}.md').read_text()
         assert md.startswith(f'# Add {record.title}') and 'DATASET_URL' in md
+        # the maintainers get the kit's way (the build script), not the plugin's commands
+        assert 'vlmeval-ext prepare' not in md and '--url-base' not in md and 'scripts/build_' in md
     assert f"{sizes['GRAB']} lines" in exported['stdout']
+    assert 'To fill in DATASET_MD5: `vlmeval-ext prepare NAME`' in exported['stdout']
+    assert 'To fill in DATASET_URL: export again with --url-base' in exported['stdout']
     print(f'\n[figures] export-upstream patch sizes (lines): {sizes}')
     # RoCOCO retrieval: a design proposal for the maintainers, its patch an appendix, no pull request
     assert not (patches / 'RoCOCO-retrieval.patch').exists() and not (patches / 'RoCOCO-retrieval.md').exists()

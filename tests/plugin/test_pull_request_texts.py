@@ -56,3 +56,13 @@ def test_each_pull_request_ships_the_build_script_its_text_names(key):
     assert script in kit_files(record) and kit_files(record)[script].is_file(), script
     assert any(Path(script).name.replace('.py', '') in item['claim'] or Path(script).name in item['claim']
                for item in FACTS[key]['evidence']), key
+
+
+def test_what_only_the_maintainers_can_decide_is_asked_in_the_text():
+    """RoCOCO-MCQ's TYPE: 'MCQ' makes the kit's run.py configure a judge its evaluate never calls; the pull request
+    asks the maintainers instead of choosing silently."""
+    from vlmeval_ext.export import pr_text
+    record = next(r for r in BENCHMARKS if r.key == 'RoCOCO-MCQ')
+    text = pr_text(record, {}, [], 0)
+    todo = text.split('## Still to do before merging', 1)[1]
+    assert "`TYPE = 'MCQ'`" in todo and 'gpt-4o-mini' in todo and todo.rstrip().endswith('Which do you prefer?')
