@@ -52,8 +52,8 @@ def main():
     root = Path(args.root).resolve()
     work = Path(tempfile.mkdtemp())
     env = {**os.environ, 'PYTHONPATH': str(root), 'LMUData': str(work / 'LMUData')}
-    grab = predictions(root, work, 'GRAB_DEMO', 'grab/demo/GRAB_DEMO.tsv')
-    remi = predictions(root, work, 'ReMI_DEMO', 'remi/demo/ReMI_DEMO.tsv')
+    grab = predictions(root, work, 'GRAB_DEMO', 'demo/GRAB_DEMO.tsv')
+    remi = predictions(root, work, 'ReMI_DEMO', 'demo/ReMI_DEMO.tsv')
     commands = [('vlmeval-ext --help', ['--help'], CLI), ('vlmeval-ext list', ['list'], CLI),
                 ('python run.py --help', ['--help'], RUN_PY), ('vlmeval-ext run --help', ['run', '--help'], CLI),
                 ('vlmeval-ext leaderboard --help', ['leaderboard', '--help'], CLI),

@@ -82,12 +82,16 @@ def cmd_eval(argv):
     kwargs = eval_judge_kwargs(args)
     from vlmeval_ext.interrupt import EXIT_STATUS, handling_ctrl_c, interrupted
     from vlmeval_ext.launcher import interrupted_line
+    from vlmeval_ext.evaluation import RuleScoring, evaluate, needs_the_kit
     from vlmeval_ext.registry import load_object, register
-    register(redact_logs=True, quiet_notices=True)
-    cls = load_object(record.plugin_class)
+    if needs_the_kit(record, kwargs):           # an LLM judge, or a benchmark only the kit dialect scores
+        register(redact_logs=True, quiet_notices=True)
+        subject = load_object(record.plugin_class).for_predictions(args.data, args.pred)
+    else:                                       # the same rules, without the kit's 10-20 s import
+        subject = RuleScoring(record, args.data)
     try:
         with handling_ctrl_c(interrupted_line):
-            result = cls.for_predictions(args.data, args.pred).evaluate(args.pred, **kwargs)
+            result = evaluate(subject, record, args.pred, kwargs)
     except KeyboardInterrupt:
         print(f'[vlmeval-ext] INTERRUPTED: {interrupted_line()}', file=sys.stderr)
         return EXIT_STATUS

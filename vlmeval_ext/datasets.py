@@ -20,35 +20,27 @@ each as one named step around the kit dialect's own methods (which stay the file
 """
 from __future__ import annotations
 
-import json
 import os
 import os.path as osp
 import pickle
 import shutil
 import sys
-import time
-from pathlib import Path
 
 import pandas as pd
 
-from vlmeval_ext import run_context
+from vlmeval_ext import evaluation, run_context
 from vlmeval_ext.dataset import grab, rbench_full, remi, rococo_mcq, rococo_retrieval
-from vlmeval_ext.errors import ExtError
-from vlmeval_ext.io import (CutReplies, DataError, file_md5, keep_uncut_replies, lmu_data_root, load_predictions,
-                            read_md5_sidecar, safe_name, stem_path, write_json)
-from vlmeval_ext.judging import (NO_JUDGE, OFFLINE_JUDGES, PLUGIN_OPTIONS, PROTOCOL_OPTIONS, CachedJudge,
-                                 JudgeOptionError, build_kit_judge, check_judge_options, shared_store)
-from vlmeval_ext.locks import evaluation_lock
+from vlmeval_ext.evaluation import JudgeIncomplete, self_model
+from vlmeval_ext.io import (DataError, file_md5, lmu_data_root, load_predictions, read_md5_sidecar, safe_name,
+                            stem_path)
+from vlmeval_ext.judging import NO_JUDGE, OFFLINE_JUDGES, CachedJudge, build_kit_judge, shared_store
 from vlmeval_ext.loading import (KIT_REFERENCE_MAX, BadImageCell, default_suffix, images_from_tsv,
                                  kit_ready_table, safe_join, write_image_cell)
 from vlmeval_ext.registry import BENCHMARKS, SMOKE_TEST_MODELS, load_object
 
 
-class JudgeIncomplete(ExtError):
-    """The judge could not give every verdict: the evaluation is not a result (the same command resumes)."""
-
-
 _RECORDS = {r.key: r for r in BENCHMARKS}
+REPORT_OF = {r.key: load_object(r.report) for r in BENCHMARKS}
 
 
 def _text(value) -> str:
@@ -272,117 +264,29 @@ class PluginDataset(LoadingChecks):
         print(f'{self.dataset_name}: {upto}{calls} judge calls to make, {reused}, {items} items', flush=True)
 
     def judge_arguments(self, judge_kwargs: dict, notes: list) -> dict:
-        """The judge arguments the kit dialect's evaluate gets (a benchmark may drop a judge it cannot use)."""
-        return judge_kwargs
+        """The judge arguments the kit dialect's evaluate gets: the plugin file's rule (plugin.base.Report)."""
+        return REPORT_OF[self.record_key].judge_arguments(judge_kwargs, notes)
 
     def result_tag(self, judge_kwargs: dict) -> str:
         """The tag in the result file names for these judge arguments ('' for the default)."""
         return ''
 
-    # -- evaluate
+    # -- evaluate (vlmeval_ext.evaluation: the plugin's steps around the kit dialect's own evaluate)
     def evaluate(self, eval_file, **judge_kwargs):
-        with evaluation_lock(eval_file, self.record().title):
-            return self._evaluate(str(eval_file), **judge_kwargs)
+        return evaluation.evaluate(self, self.record(), eval_file, judge_kwargs)
 
-    def _evaluate(self, eval_file: str, **judge_kwargs):
-        from vlmeval_ext.coverage import check_against_dataset, coverage_line
-        from vlmeval_ext.secrets import mask_echoed_keys
-        from vlmeval_ext.kit_workarounds.verbatim import restore as restore_verbatim
-        record = self.record()
-        ours = {k: judge_kwargs.pop(k) for k in (*PLUGIN_OPTIONS, *PROTOCOL_OPTIONS) if k in judge_kwargs}
-        options = check_judge_options({**run_context.current().options, **ours})
-        judge_kwargs.update({k: options[k] for k in PROTOCOL_OPTIONS if k in options})
+    def begin(self, options: dict, eval_file: str) -> None:
         self._judge_options, self._judges, self._eval_file = options, [], eval_file
-        restore_verbatim(eval_file)
-        mask_echoed_keys(eval_file)
-        try:
-            preds = load_predictions(eval_file, required=record.prediction_columns)
-        except CutReplies as cut:
-            raise DataError(keep_uncut_replies(cut, eval_file)) from None
-        coverage = check_against_dataset(preds, eval_file, record, self.dataset_name) if record.answer_columns \
-            is not None and record.judge != 'embeddings' else None
-        notes: list[str] = []
-        from vlmeval_ext.io import tsv_path
-        from vlmeval_ext.prepare.common import subset_note
-        subset = subset_note(tsv_path(self.split_of(self.dataset_name)))
-        if subset:
-            notes.append(f'{subset} (prepared with --allow-subset): not the whole benchmark, never ranked with the '
-                         "paper's rows")
-        tag = self.result_tag(judge_kwargs)
-        score_path = stem_path(eval_file, f'{tag}_score.json')
-        finished = _finished_result(eval_file, score_path)
-        self._handed = self.judge_arguments(dict(judge_kwargs), notes)
-        table = super().evaluate(eval_file, **self._handed)
-        problems = [line for line in (j.outcome() for j in self._judges) if line]
-        if problems:
-            lacking = kept = ''
-            if osp.exists(score_path):
-                counts = json.loads(Path(score_path).read_text(encoding='utf-8')).get('counts') or {}
-                lacking = f"; {counts.get('judge_failures', '?')} judged result(s) lack verdicts"
-                os.replace(score_path, stem_path(eval_file, f'{tag}_score_incomplete.json'))
-            if finished:                        # a finished result is never demoted by a rerun that could not finish
-                for path, raw in finished.items():
-                    path.write_bytes(raw)
-                kept = f'; the finished result of an earlier evaluation stays in {osp.basename(score_path)}'
-            raise JudgeIncomplete(f'{self.dataset_name}: ' + '; '.join(problems) + lacking + kept
-                                  + '; run the same command to resume (nothing received is asked again)')
-        score = self.add_to_score_file(eval_file, score_path, coverage, notes, tag)
-        table = load_object(record.report).with_intervals(table, score)
-        if coverage is not None:
-            print(coverage_line(record.title, coverage))
-        for note in notes:
-            run_context.current().say_once(f'[{record.title}] {note}')
-        return table
+
+    def score(self, eval_file: str, handed: dict):
+        self._handed = handed
+        return super().evaluate(eval_file, **handed)
+
+    def judges(self) -> list:
+        return list(self._judges)
 
     def extend_score(self, score: dict, eval_file: str) -> None:
         """A benchmark's own additions to its score file (default: none)."""
-
-    def add_to_score_file(self, eval_file: str, score_path: str, coverage, notes: list, tag: str = '') -> dict:
-        """The plugin's blocks in the score file (coverage, notes, judge calls actually paid), then the plots."""
-        score = json.loads(Path(score_path).read_text(encoding='utf-8'))
-        if coverage is not None:
-            score['coverage'] = coverage
-        if notes:
-            score['notes'] = [*(n for n in score.get('notes') or [] if not n.startswith('llm_extracted')), *notes]
-        if self._judges:
-            paid = {k: sum(j.stats[k] for j in self._judges)
-                    for k in ('made', 'cached', 'failed', 'rejected', 'rejected_before', 'rate_limited')}
-            judge = self._judges[0]
-            lowest = min(j.in_flight.lowest for j in self._judges)
-            kept = (score.get('judge') or {}).get('calls_cached') or 0     # the kit's progress file, not asked
-            score['judge_calls'] = {'made': paid['made'], 'reused_from_cache': paid['cached'],
-                                    'kept_from_progress_file': kept,
-                                    'failed': paid['failed'], 'rejected_by_judge': paid['rejected'],
-                                    'rejected_earlier_not_asked': paid['rejected_before'],
-                                    'rate_limited_answers': paid['rate_limited'],
-                                    'lowest_concurrency': lowest,
-                                    'endpoint': judge.endpoint,
-                                    'parameters': judge.parameters, 'parameters_sha256': judge.params_sha,
-                                    'cache': 'off' if not self._judge_options.get('cache', True)
-                                    else str(shared_store().path)}
-            took = time.monotonic() - min(j.created for j in self._judges)
-            print(f'[{self.record().title}] judge {judge.name}: {paid["made"]} call(s) made, {paid["cached"]} '
-                  f'verdict(s) reused from the verdict cache, {kept} kept from the progress file beside the '
-                  f'predictions, {paid["failed"]} failed; judging took {took:.0f} s')
-            if paid['rejected'] or paid['rejected_before']:
-                rejected = paid['rejected'] + paid['rejected_before']
-                print(f'[{self.record().title}] judge {judge.name} rejected {rejected}'
-                      f' prompt(s) for good ({paid["rejected"]} this run, {paid["rejected_before"]} remembered from an '
-                      'earlier run and not asked again): each is its item\'s judge failure, counted above; '
-                      '--judge-args \'{"judge_retry_rejected": true}\' asks them again')
-            if paid['rate_limited']:
-                print(f'[{self.record().title}] judge {judge.name}: {paid["rate_limited"]} rate-limited answer(s) '
-                      f'(HTTP 429), each waited out and asked again; calls in flight went down to {lowest}')
-        self.extend_score(score, eval_file)
-        report = load_object(self.record().report)
-        score.update(report.intervals(eval_file, score, tag))
-        write_json(score, score_path)
-        folder = self_model(eval_file, self.dataset_name)
-        report.write_extras(self.dataset_name, eval_file, score, tag, model=run_context.current().typed_model(folder))
-        return score
-
-
-RESULT_SUFFIXES = ('.json', '.csv', '.tsv', '.xlsx', '.png', '.md')
 
 
 def _progress(path: str) -> dict | None:
@@ -398,23 +302,6 @@ def _progress(path: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _finished_result(eval_file: str, score_path: str) -> dict:
-    """When an earlier evaluation finished (`score_path` holds a score): the bytes of every result file it wrote
-    beside the predictions (`<stem>_*`: score, per-item tables, plots; not the progress and verdict logs, not the
-    run record), so that a rerun that cannot finish puts them back. {} otherwise."""
-    try:
-        json.loads(Path(score_path).read_bytes())
-    except (OSError, ValueError):
-        return {}
-    stem = Path(stem_path(eval_file, '_'))
-    kept = {}
-    for path in stem.parent.iterdir():
-        if path.name.startswith(stem.name) and path.suffix in RESULT_SUFFIXES and path.is_file() \
-                and not path.is_symlink() and not path.name.endswith(('_score_incomplete.json', '_manifest.json')):
-            kept[path] = path.read_bytes()
-    return kept
-
-
 # ---------------------------------------------------------------------------------------------- the benchmarks
 def _plugin_names(lower, record) -> tuple[dict, dict, dict]:
     urls = {**lower.DATASET_URL, **{name: '' for name in record.demos}}
@@ -427,17 +314,6 @@ class GRAB(PluginDataset, grab.GRAB):
     record_key = 'GRAB'
     DATASET_URL, DATASET_MD5, DEMO_FILES = _plugin_names(grab.GRAB, _RECORDS['GRAB'])
     REQUIRED_COLUMNS = _RECORDS['GRAB'].required_columns
-
-    def judge_arguments(self, judge_kwargs, notes):
-        name = judge_kwargs.get('model')
-        if 'caption_seed' in judge_kwargs:
-            raise JudgeOptionError('--judge-args "caption_seed" is R-Bench\'s (the captions its efficient mode '
-                                   'judges); GRAB has no captions to draw')
-        if name in OFFLINE_JUDGES:
-            judge_kwargs.pop('model')
-            notes.append(f"llm_extracted: skipped (--judge {name}: GRAB's answer extraction needs an LLM judge and has "
-                         'no offline approximation); official and normalized need no judge')
-        return judge_kwargs
 
     def judge_requests(self, eval_file, judge, name):
         from vlmeval.smp import get_intermediate_file_path
@@ -478,6 +354,47 @@ class RBenchFull(PluginDataset, rbench_full.RBenchFull):
     def _progress_file(self) -> str:
         from vlmeval.smp import get_intermediate_file_path
         return get_intermediate_file_path(self._eval_file, '_rbench_judge', 'pkl')
+
+    def judge(self, **judge_kwargs):
+        judge = super().judge(**judge_kwargs)
+        self.settle_cached_prompts(judge, judge_kwargs['model'])
+        return judge
+
+    def settle_cached_prompts(self, judge, name: str) -> None:
+        """Before the kit dialect's judging loop: each prompt still to judge whose every verdict the verdict cache
+        holds is asked of the cache alone (the dialect's own `ask`, so its result is what the loop would get) and
+        written to the dialect's progress file in one write. The loop then judges only the rest: the kit's
+        `track_progress_rich` rewrites that file after every item it finishes, which made a fully cached rerun
+        grow with the square of the items."""
+        from vlmeval_ext.dataset.utils import rbench_full as rules
+        from vlmeval_ext.dataset.utils.exact_io import judge_id, read_text_table
+        from vlmeval_ext.judging import CacheReader, NotInCache
+        path = self._progress_file()
+        done = _progress(path)
+        if judge.store is None or done is None:     # no cache; a cut-short progress file: the dialect says so
+            return
+        mode = self._handed.get('judge_mode', 'official')
+        try:
+            items = rules.pair_rows(read_text_table(self._eval_file), self._eval_file)[0]
+            _, demands, key, todo = rules.judge_requests(items, mode, self._handed.get('caption_seed'), done,
+                                                         judge_id(name, judge), self._eval_file)
+        except (ValueError, KeyError):
+            return                                  # bad input: the evaluation itself says where, in one line
+        found = {}
+        for prompt in todo:
+            try:
+                result = rules.ask(CacheReader(judge), prompt, *demands[prompt][:2])
+            except NotInCache:
+                continue
+            if result['failed'] is None:
+                found[key[prompt]] = result
+        if not found:
+            return
+        tmp = f'{path}.tmp{os.getpid()}'
+        with open(tmp, 'wb') as f:
+            pickle.dump({**done, **found}, f)
+        os.replace(tmp, path)
+        judge.put_in_progress_file = sum(r['calls'] for r in found.values())
 
     def judge_requests(self, eval_file, judge, name):
         from vlmeval_ext.dataset.utils import rbench_full as rules
@@ -557,13 +474,6 @@ class RoCOCORetrieval(PluginDataset, rococo_retrieval.RoCOCORetrieval):
             from vlmeval_ext.plugin.rococo_retrieval import SMOKE_TEST_NOTE
             score['note'] = SMOKE_TEST_NOTE
             run_context.current().say_once(f'[RoCOCO] {SMOKE_TEST_NOTE}')
-
-
-def self_model(eval_file, dataset: str) -> str:
-    """The `<model>` of the kit's `<model>_<dataset>.<ext>` file name."""
-    stem = Path(eval_file).stem
-    suffix = f'_{dataset}'
-    return stem[:-len(suffix)] if stem.endswith(suffix) and len(stem) > len(suffix) else stem
 
 
 __all__ = ['GRAB', 'RBenchFull', 'ReMI', 'RoCOCOMCQ', 'RoCOCORetrieval', 'PluginDataset', 'LoadingChecks',

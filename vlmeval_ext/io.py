@@ -319,6 +319,16 @@ def write_json(obj, path) -> None:
     os.replace(tmp, path)  # atomic: a killed run never leaves half a result file
 
 
+def write_kit_table(table, path) -> None:
+    """A table (.csv or .tsv) written as the kit's `vlmeval.smp.dump` writes it (every cell quoted, no index,
+    UTF-8), so a file scored without the kit has the bytes run.py's evaluation gives (a test compares them)."""
+    import csv
+    tmp = f'{path}.tmp{os.getpid()}'
+    table.to_csv(tmp, sep='\t' if str(path).endswith('.tsv') else ',', index=False, encoding='utf-8',
+                 quoting=csv.QUOTE_ALL)
+    os.replace(tmp, path)
+
+
 def _json_default(obj):
     if hasattr(obj, 'item'):
         return obj.item()

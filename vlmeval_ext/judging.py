@@ -440,6 +440,28 @@ def retry_after(response) -> float | None:
         return None
 
 
+class NotInCache(Exception):
+    """A CacheReader was asked for a verdict the verdict cache does not hold."""
+
+
+class CacheReader:
+    """A judge's verdicts from the verdict cache alone: `generate` answers the n-th call of a prompt with the stored
+    n-th verdict, as the judge itself would, counting its own calls (the judge's are untouched), and raises
+    NotInCache for one not stored. It lets an evaluation settle, before its judging loop, the prompts whose every
+    verdict is cached (vlmeval_ext.datasets.RBenchFull)."""
+
+    def __init__(self, judge: 'CachedJudge'):
+        self.judge, self._slots = judge, {}
+
+    def generate(self, message, **kwargs) -> str:
+        prompt = _message_text(message)
+        slot = self._slots[prompt] = self._slots.get(prompt, 0) + 1
+        reply = self.judge.store.get(self.judge.key(prompt, slot)) if self.judge.store is not None else None
+        if reply is None:
+            raise NotInCache(prompt[:60])
+        return reply
+
+
 class CachedJudge:
     """A kit judge behind the verdict cache (see the module docstring). `generate(prompt)` returns the reply, or
     the kit's failure text when no verdict could be had; every other attribute is the kit judge's."""
@@ -465,6 +487,7 @@ class CachedJudge:
                           rejected_before=0, rate_limited=0)
         self.unstored: list[dict] = []
         self.last_error = ''
+        self.put_in_progress_file = 0              # cached verdicts handed to the progress file (CacheReader)
         self._import_unstored()
         run_context.current().judges.append(self)
 

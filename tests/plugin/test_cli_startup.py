@@ -1,6 +1,7 @@
 """Everyday commands that run no model start without VLMEvalKit or torch: `list`, every `--help` (run.py's
-included), `prepare` and the report commands. `eval` scores with the kit's own dataset classes (the files that go
-upstream), so it imports the kit. Each command runs in a fresh interpreter that then says which of the two it
+included), `prepare`, the report commands, and `eval` of a benchmark scored by rules (the pure functions the kit
+dialect's evaluate wraps: tests/plugin/test_scoring_without_the_kit.py); `eval` with an LLM judge, and of R-Bench
+and RoCOCO retrieval, scores with the kit's own dataset classes, so it imports the kit. Each command runs in a fresh interpreter that then says which of the two it
 imported (timings: benchmarks/cli_startup.md)."""
 from __future__ import annotations
 
@@ -75,12 +76,13 @@ def _demo_predictions(tmp_path, dataset: str, answer_column: str = 'answer') -> 
     return str(path)
 
 
-@pytest.mark.parametrize('dataset,extra', [('GRAB_DEMO', []), ('ReMI_DEMO', []),
-                                           ('R-Bench-Full_DEMO', ['--judge', 'offline'])])
-def test_eval_scores_with_the_kits_dataset_class(dataset, extra, tmp_path):
+@pytest.mark.parametrize('dataset,extra,kit', [('GRAB_DEMO', [], False), ('ReMI_DEMO', [], False),
+                                               ('RoCOCO-MCQ-same_concept_DEMO', [], False),
+                                               ('R-Bench-Full_DEMO', ['--judge', 'offline'], True)])
+def test_eval_imports_the_kit_only_where_its_dataset_class_scores(dataset, extra, kit, tmp_path):
     pred = _demo_predictions(tmp_path, dataset)
     result, out = _probe(['eval', '--data', dataset, '--pred', pred, *extra], env={'LMUData': str(tmp_path)})
-    assert result['code'] == 0 and result['vlmeval'] is True, out[-3000:]
+    assert result['code'] == 0 and result['vlmeval'] is kit, out[-3000:]
     assert (tmp_path / f'mymodel_{dataset}_score.json').is_file(), out[-2000:]
     assert (tmp_path / f'mymodel_{dataset}_manifest.json').is_file(), out[-2000:]
 
@@ -114,11 +116,12 @@ def test_prepare_runs_without_the_kit(tmp_path):
 
 
 def test_commands_that_import_the_kit_do_not_show_its_env_notice(tmp_path):
-    """`eval` of RoCOCO-MCQ imports the kit (its dataset class evaluates); the kit's "Did not detect the .env file"
+    """`eval` of R-Bench imports the kit (its dataset class evaluates); the kit's "Did not detect the .env file"
     ERROR line, which concerns its optional key file, is not shown on our commands."""
-    dataset = 'RoCOCO-MCQ-same_concept_DEMO'
+    dataset = 'R-Bench-Full_DEMO'
     pred = _demo_predictions(tmp_path, dataset)
-    result, out = _probe(['eval', '--data', dataset, '--pred', pred], env={'LMUData': str(tmp_path)})
+    result, out = _probe(['eval', '--data', dataset, '--pred', pred, '--judge', 'offline'],
+                         env={'LMUData': str(tmp_path)})
     assert result['code'] == 0 and result['vlmeval'] is True, out[-3000:]
     assert 'Did not detect the .env file' not in out
     assert (tmp_path / f'mymodel_{dataset}_score.json').is_file(), out[-2000:]

@@ -121,6 +121,8 @@ def test_same_predictions_in_a_new_work_dir_make_no_judge_call(kit_classes, judg
     score2 = evaluate(kit_classes, 'R-Bench-Full_DEMO', second, judge_mode='official')
     assert judge.count(RB_MARK) == 0
     assert score2['judge_calls']['made'] == 0 and score2['judge_calls']['reused_from_cache'] == asked
+    # settled from the cache before the kit's judging loop, and not counted twice as kept in the progress file
+    assert score2['judge_calls']['kept_from_progress_file'] == 0 and score2['judge']['calls_cached'] == asked
     assert score2['absolute'] == score1['absolute'] and score2['relative'] == score1['relative']
     scores = [pd.read_csv(p.with_name(p.stem + '_scores.csv')) for p in (first, second)]
     pd.testing.assert_frame_equal(scores[0], scores[1])

@@ -17,9 +17,9 @@ from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file
 from vlmeval.utils import track_progress_rich
 
 from .utils.exact_io import FAIL_MSG, is_infer_fail, judge_id, load_progress, read_text_table
-from .utils.grab import (NO_ANSWER, acc_table, answer_text, extraction_prompt, extraction_requests,
-                         parse_extraction_reply, question_prompt, result_table, score_response,
-                         settled_without_judge, summarize)
+from .utils.grab import (NO_ANSWER, NOT_JUDGED_NOTE, evaluation_files, extraction_prompt,
+                         extraction_requests, item_rows, parse_extraction_reply, question_prompt,
+                         result_table, settled_without_judge, summary_line)
 
 logger = get_logger(__name__)
 
@@ -89,57 +89,22 @@ class GRAB(ImageBaseDataset):
         return dict(failed=sum(map(is_infer_fail, data['prediction'])), total=len(data))
 
     def evaluate(self, eval_file, **judge_kwargs):
-        data = read_text_table(eval_file)
-        rows = []
-        for row, item in enumerate(data.to_dict('records'), 2):
-            try:
-                answer = answer_text(item['answer'], item['question'])
-            except ValueError as err:
-                raise ValueError(f"{eval_file}: row {row}, column 'answer': {err}") from None
-            failed = is_infer_fail(item['prediction'])
-            kind = 'failed' if failed else (
-                'empty' if not item['prediction'].strip() else 'answer')
-            scores = ({'official': None, 'normalized': None, 'parsed': None} if failed
-                      else score_response(item['prediction'], answer, item['question']))
-            rows.append({'index': item['index'], 'pid': item.get('pid', item['index']),
-                         'task': item['task'], 'category': item['category'],
-                         'complexity': int(item['complexity']), 'question': item['question'],
-                         'answer': answer, 'prediction': item['prediction'],
-                         'prediction_kind': kind, **scores,
-                         'failed': "inference failed (the kit's failure text)" if failed
-                         else None})
+        rows = item_rows(read_text_table(eval_file), eval_file)
         judge_name = judge_kwargs.pop('model', None)
         notes, judge, counts = [], None, {}
         if judge_name in NO_JUDGE:
-            notes.append('llm_extracted: not run (no --judge); official and normalized need no '
-                         'judge')
+            notes.append(NOT_JUDGED_NOTE)
         else:
             counts = self._llm_extract(rows, eval_file, judge_name, judge_kwargs)
             judge = {'name': judge_name, 'mode': counts['judge_mode'], 'scoring': 'llm_extracted',
                      'endpoint_host': counts['endpoint_host'], 'calls_made': counts['calls_made'],
                      'calls_cached': counts['calls_cached']}
-        n_failed = sum(r['failed'] is not None for r in rows)
-        score_rows = [{k: r[k] for k in ('task', 'category', 'complexity', 'official',
-                                         'normalized', 'llm_extracted') if k in r} for r in rows]
-        scores = {s: summarize(score_rows, s) for s in ('official', 'normalized')}
-        scores['official']['counts']['inference_failures'] = n_failed
-        scores['normalized']['counts'].update(inference_failures=n_failed, unparsed=sum(
-            r['failed'] is None and r['parsed'] is None for r in rows))
-        if counts:
-            scores['llm_extracted'] = summarize(score_rows, 'llm_extracted')
-            scores['llm_extracted']['counts'].update(counts)
-        scores['counts'] = {'items': len(rows), 'scored': len(rows) - n_failed,
-                            'empty': sum(r['prediction_kind'] == 'empty' for r in rows),
-                            'inference_failures': n_failed,
-                            'judge_failures': counts.get('judge_failures', 0)}
-        scores.update(judge=judge, notes=notes)
-        dump(scores, get_intermediate_file_path(eval_file, '_score', 'json'))
-        dump(pd.DataFrame(acc_table(score_rows)),
-             get_intermediate_file_path(eval_file, '_acc', 'csv'))
-        dump(pd.DataFrame(rows), get_intermediate_file_path(eval_file, '_items', 'tsv'))
-        c = scores['counts']
-        logger.info(f"GRAB: items {c['items']}, scored {c['scored']}, empty answers {c['empty']} "
-                    f"(scored wrong), inference failures {c['inference_failures']} (excluded)")
+        files = evaluation_files(rows, counts, judge, notes)
+        for name, content in files.items():
+            suffix, fmt = name.rsplit('.', 1)
+            dump(content, get_intermediate_file_path(eval_file, suffix, fmt))
+        scores = files['_score.json']
+        logger.info(summary_line(scores))
         return result_table(scores)
 
     def _llm_extract(self, rows, eval_file, judge_name, judge_kwargs):

@@ -23,9 +23,9 @@ from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file
                          md5)
 
 from .utils.exact_io import is_infer_fail, read_text_table
-from .utils.remi import (TABLE_HEADER, composite_message, interleaved_message, labelled_message,
-                         make_composite, result_table, score_item, split_and_mode, summarise,
-                         task_rows)
+from .utils.remi import (composite_message, evaluation_files, interleaved_message,
+                         labelled_message, make_composite, result_table, split_and_mode,
+                         summary_line)
 
 logger = get_logger(__name__)
 
@@ -92,17 +92,10 @@ class ReMI(ImageBaseDataset):
 
     def evaluate(self, eval_file, **judge_kwargs):
         """Rule-based, no judge: writes _score.json, _items.tsv and _tasks.csv."""
-        data = read_text_table(eval_file)
-        rows = [{'index': r['index'], 'task': r['task'], 'answer': r['answer'],
-                 **score_item(r['task'], r['prediction'], r['answer'])}
-                for r in data.to_dict('records')]
-        summary = summarise(rows, self.input_mode)
-        dump(summary, get_intermediate_file_path(eval_file, '_score', 'json'))
-        dump(pd.DataFrame(rows), get_intermediate_file_path(eval_file, '_items', 'tsv'))
-        dump(pd.DataFrame(task_rows(summary), columns=TABLE_HEADER),
-             get_intermediate_file_path(eval_file, '_tasks', 'csv'))
-        c = summary['counts']
-        logger.info(f"ReMI: items {c['items']}, scored {c['scored']}, empty {c['empty']} (scored "
-                    f"wrong), inference failures {c['inference_failures']} (excluded), official "
-                    f"and lenient differ on {summary['official_vs_lenient']['differ']}")
+        files = evaluation_files(read_text_table(eval_file), self.input_mode)
+        for name, content in files.items():
+            suffix, fmt = name.rsplit('.', 1)
+            dump(content, get_intermediate_file_path(eval_file, suffix, fmt))
+        summary = files['_score.json']
+        logger.info(summary_line(summary))
         return result_table(summary)

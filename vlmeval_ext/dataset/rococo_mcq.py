@@ -23,8 +23,8 @@ from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file
                          md5)
 
 from .utils.exact_io import is_infer_fail, read_text_table
-from .utils.rococo_mcq import (ATTACKS, LETTERS, QUESTION, parse_choice, prompt_text, result_table,
-                               score)
+from .utils.rococo_mcq import (ATTACKS, LETTERS, QUESTION, evaluation_files, prompt_text,
+                               result_table)
 
 logger = get_logger(__name__)
 
@@ -72,39 +72,11 @@ class RoCOCOMCQ(ImageBaseDataset):
 
     def evaluate(self, eval_file, **judge_kwargs):
         """Rule-based: writes _score.json, _acc.csv and _items.tsv."""
-        data = read_text_table(eval_file)
-        letters = [c for c in LETTERS if c in data.columns]
-        rows = []
-        for row, item in enumerate(data.to_dict('records'), 2):
-            options = {c: item[c] for c in letters if item[c]}
-            for column in ('answer', 'twin'):
-                if item[column] not in options:
-                    raise ValueError(f'{eval_file}: row {row}, column {column!r}: '
-                                     f'{item[column]!r} is not one of the options '
-                                     f'{sorted(options)}')
-            choice, how = ((None, 'inference_failed') if is_infer_fail(item['prediction'])
-                           else parse_choice(item['prediction'], options))
-            rows.append({'index': item['index'], 'answer': item['answer'], 'twin': item['twin'],
-                         'choice': choice, 'how': how, 'n_options': len(options),
-                         'prediction': item['prediction']})
-        result = score(rows)
-        attack = data['attack'].iloc[0] if 'attack' in data else self.dataset_name.split('-')[-1]
-        counts = {'items': len(rows), 'scored': result['n'], 'empty': result['empty'],
-                  'inference_failures': result['inference_failed'],
-                  'unparsed': result['parsed_by'].get('unparsed', 0)
-                  + result['parsed_by'].get('hedge', 0),
-                  'hedges': result['parsed_by'].get('hedge', 0)}
-        dump({'dataset': self.dataset_name, 'attack': attack, **result, 'counts': counts,
-              'judge': None, 'note': "percent of scored items; empty, hedged and unparsed replies "
-                                     "count as wrong, the kit's inference failures are excluded; "
-                                     'all are counted'},
-             get_intermediate_file_path(eval_file, '_score', 'json'))
-        acc = {'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),
-               'twin_rate': round(result['twin_rate'], 2), 'chance': round(result['chance'], 2),
-               'unparsed': result['unparsed'], 'empty': result['empty'],
-               'inference_failed': result['inference_failed']}
-        dump(pd.DataFrame([acc]), get_intermediate_file_path(eval_file, '_acc', 'csv'))
-        dump(pd.DataFrame(rows), get_intermediate_file_path(eval_file, '_items', 'tsv'))
+        files = evaluation_files(read_text_table(eval_file), eval_file, self.dataset_name)
+        for name, content in files.items():
+            suffix, fmt = name.rsplit('.', 1)
+            dump(content, get_intermediate_file_path(eval_file, suffix, fmt))
+        result = files['_score.json']
         logger.info(f"RoCOCO-MCQ: {result['n']} scored, accuracy {result['accuracy']:.2f} %, "
                     f"twin chosen {result['twin_rate']:.2f} %")
         return result_table(self.dataset_name, result)

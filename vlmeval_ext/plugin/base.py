@@ -3,6 +3,8 @@
 Each benchmark's plugin half is one module of this package (`vlmeval_ext/plugin/<bench>.py`), whose `REPORT` the
 registry record names (`report`). The generic engines ask it and name no benchmark themselves:
 - `summary_row(score)`: its row in `vlmeval-ext summary` and the leaderboard: {column with its unit: value};
+- `judge_arguments(kwargs, notes)` and `rule_files(...)`: what its evaluation takes, and its scoring without the
+  kit where no LLM judge is used (vlmeval_ext.evaluation);
 - `run_record(dataset)`: what its scores depend on beyond the files (prompt templates, seeds, input mode), which
   the manifest stores (templates as sha1);
 - `write_extras(dataset, eval_file, score, tag, model)`: the plots and tables beside the score file (`model`: the
@@ -23,6 +25,12 @@ from typing import Callable, Mapping
 class Report:
     # (label, score path, unit) of each headline: its interval goes beside it in the summary and leaderboard
     HEADLINE: tuple = ()
+    # Whether a --judge makes the benchmark's evaluate use an LLM judge (which the kit builds); without one, a
+    # benchmark with `rule_files` is scored without the kit (vlmeval_ext.evaluation.RuleScoring)
+    LLM_JUDGE: bool = False
+    # rule_files(dataset, data, eval_file, judge_kwargs) -> ({file suffix: content}, the table evaluate returns):
+    # the pure function of dataset/utils/<bench>.py that the kit-dialect evaluate wraps; None: only the kit scores
+    rule_files = None
 
     def __init__(self, read_headlines: Callable, page_section: Callable):
         """`read_headlines(eval_file, tag)` and `page_section(title, dataset, eval_file, tag, thumbs)`: the plugin
@@ -48,6 +56,11 @@ class Report:
 
     def run_record(self, dataset: str) -> dict:
         return {}
+
+    def judge_arguments(self, judge_kwargs: dict, notes: list) -> dict:
+        """The judge arguments the kit dialect's evaluate gets (a benchmark may drop a judge it cannot use, adding
+        a note to `notes`)."""
+        return judge_kwargs
 
     def write_extras(self, dataset: str, eval_file: str, score: Mapping, tag: str = '', model: str = '') -> None:
         """`model`: the model's name as the user typed it, for plot titles (default: the kit's folder name)."""

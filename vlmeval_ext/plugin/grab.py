@@ -34,6 +34,25 @@ class GRABReport(Report):
         row['items'] = score['official']['counts']['items']
         return row
 
+    LLM_JUDGE = True           # llm_extracted, with --judge
+
+    def judge_arguments(self, judge_kwargs, notes):
+        from vlmeval_ext.judging import OFFLINE_JUDGES, JudgeOptionError
+        name = judge_kwargs.get('model')
+        if 'caption_seed' in judge_kwargs:
+            raise JudgeOptionError('--judge-args "caption_seed" is R-Bench\'s (the captions its efficient mode '
+                                   'judges); GRAB has no captions to draw')
+        if name in OFFLINE_JUDGES:
+            judge_kwargs.pop('model')
+            notes.append(f"llm_extracted: skipped (--judge {name}: GRAB's answer extraction needs an LLM judge and has "
+                         'no offline approximation); official and normalized need no judge')
+        return judge_kwargs
+
+    def rule_files(self, dataset, data, eval_file, judge_kwargs):
+        from vlmeval_ext.dataset.utils import grab as rules
+        files = rules.evaluation_files(rules.item_rows(data, eval_file), {}, None, [rules.NOT_JUDGED_NOTE])
+        return files, rules.result_table(files['_score.json'])
+
     def run_record(self, dataset):
         from vlmeval_ext.dataset.utils import grab as G
         return {'prompts': {'question': G.QUESTION_PROMPT, 'llm_extraction': G.EXTRACTION_PROMPT}}

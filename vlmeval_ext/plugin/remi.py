@@ -56,6 +56,11 @@ class ReMIReport(Report):
                 'empty': score['counts']['empty'], 'scored': score['counts']['scored'],
                 'items': score['counts']['items']}
 
+    def rule_files(self, dataset, data, eval_file, judge_kwargs):
+        from vlmeval_ext.dataset.utils import remi as rules
+        files = rules.evaluation_files(data, rules.split_and_mode(dataset)[1])
+        return files, rules.result_table(files['_score.json'])
+
     def run_record(self, dataset):
         from vlmeval_ext.dataset.utils.remi import split_and_mode
         from vlmeval_ext.dataset.utils.remi import APPENDIX, COMMON

@@ -33,6 +33,11 @@ class RoCOCOMCQReport(Report):
                 'adversarial twin chosen (%)': score['twin_rate'], 'chance (%)': score.get('chance'),
                 'answered': score['n'], 'items': score.get('n_items', score['n'])}
 
+    def rule_files(self, dataset, data, eval_file, judge_kwargs):
+        from vlmeval_ext.dataset.utils import rococo_mcq as rules
+        files = rules.evaluation_files(data, eval_file, dataset)
+        return files, rules.result_table(dataset, files['_score.json'])
+
     def run_record(self, dataset):
         from vlmeval_ext.dataset.utils import rococo_mcq as Q
         from vlmeval_ext.prepare.rococo import MCQ_SEED

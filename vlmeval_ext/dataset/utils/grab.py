@@ -17,7 +17,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 import pandas as pd
 
-from .exact_io import fill
+from .exact_io import fill, is_infer_fail
 
 # The GRAB README prompt (LLaVA-1.5 example), verbatim.
 QUESTION_PROMPT = ('\n{question}\n Only provide the answer, no reasoning steps.\n'
@@ -419,6 +419,61 @@ def acc_table(rows):
                           'tot': len(members), 'not_scored': len(members) - len(hits),
                           'hit': int(sum(hits)), 'acc': _pct(hits)})
     return lines
+
+
+NOT_JUDGED_NOTE = 'llm_extracted: not run (no --judge); official and normalized need no judge'
+
+
+def item_rows(data, eval_file):
+    """One row per prediction: its official and normalized scores, and what the reply is (an
+    answer, empty, or the kit's inference failure, which is never scored)."""
+    rows = []
+    for row, item in enumerate(data.to_dict('records'), 2):
+        try:
+            answer = answer_text(item['answer'], item['question'])
+        except ValueError as err:
+            raise ValueError(f"{eval_file}: row {row}, column 'answer': {err}") from None
+        failed = is_infer_fail(item['prediction'])
+        kind = 'failed' if failed else (
+            'empty' if not item['prediction'].strip() else 'answer')
+        scores = ({'official': None, 'normalized': None, 'parsed': None} if failed
+                  else score_response(item['prediction'], answer, item['question']))
+        rows.append({'index': item['index'], 'pid': item.get('pid', item['index']),
+                     'task': item['task'], 'category': item['category'],
+                     'complexity': int(item['complexity']), 'question': item['question'],
+                     'answer': answer, 'prediction': item['prediction'],
+                     'prediction_kind': kind, **scores,
+                     'failed': "inference failed (the kit's failure text)" if failed
+                     else None})
+    return rows
+
+
+def evaluation_files(rows, counts, judge, notes):
+    """What evaluate writes, by file suffix: the score file, the accuracy table, the items.
+    `counts` and `judge` are llm_extracted's ({} and None when it did not run)."""
+    n_failed = sum(r['failed'] is not None for r in rows)
+    score_rows = [{k: r[k] for k in ('task', 'category', 'complexity', 'official',
+                                     'normalized', 'llm_extracted') if k in r} for r in rows]
+    scores = {s: summarize(score_rows, s) for s in ('official', 'normalized')}
+    scores['official']['counts']['inference_failures'] = n_failed
+    scores['normalized']['counts'].update(inference_failures=n_failed, unparsed=sum(
+        r['failed'] is None and r['parsed'] is None for r in rows))
+    if counts:
+        scores['llm_extracted'] = summarize(score_rows, 'llm_extracted')
+        scores['llm_extracted']['counts'].update(counts)
+    scores['counts'] = {'items': len(rows), 'scored': len(rows) - n_failed,
+                        'empty': sum(r['prediction_kind'] == 'empty' for r in rows),
+                        'inference_failures': n_failed,
+                        'judge_failures': counts.get('judge_failures', 0)}
+    scores.update(judge=judge, notes=notes)
+    return {'_score.json': scores, '_acc.csv': pd.DataFrame(acc_table(score_rows)),
+            '_items.tsv': pd.DataFrame(rows)}
+
+
+def summary_line(scores):
+    c = scores['counts']
+    return (f"GRAB: items {c['items']}, scored {c['scored']}, empty answers {c['empty']} "
+            f"(scored wrong), inference failures {c['inference_failures']} (excluded)")
 
 
 def result_table(scores):

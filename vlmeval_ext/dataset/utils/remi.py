@@ -470,3 +470,20 @@ def result_table(summary):
         table = pd.DataFrame([{title: f'{r[title]}: {c}', 'value': r[c]}
                               for r in table.to_dict('records') for c in r if c != title])
     return table.astype(object).where(table.notna(), 'n/a')
+
+
+def evaluation_files(data, input_mode):
+    """What evaluate writes, by file suffix: the score file, the items, the task table."""
+    rows = [{'index': r['index'], 'task': r['task'], 'answer': r['answer'],
+             **score_item(r['task'], r['prediction'], r['answer'])}
+            for r in data.to_dict('records')]
+    summary = summarise(rows, input_mode)
+    return {'_score.json': summary, '_items.tsv': pd.DataFrame(rows),
+            '_tasks.csv': pd.DataFrame(task_rows(summary), columns=TABLE_HEADER)}
+
+
+def summary_line(summary):
+    c = summary['counts']
+    return (f"ReMI: items {c['items']}, scored {c['scored']}, empty {c['empty']} (scored "
+            f"wrong), inference failures {c['inference_failures']} (excluded), official "
+            f"and lenient differ on {summary['official_vs_lenient']['differ']}")

@@ -6,12 +6,14 @@ normalised so case and punctuation give nothing away. Accuracy, and how often th
 chosen. A reply names its choice by a capital option letter, wherever it states it ("B", "(B) a
 dog", "The correct caption is B.", a full-width "Ｂ"), or by quoting exactly one option's text.
 Two letters, or a letter and another option's text, is a hedge: counted, never guessed.
-Standard library and pandas only.
+Standard library, pandas and exact_io only.
 """
 import re
 import unicodedata
 
 import pandas as pd
+
+from .exact_io import is_infer_fail
 
 LETTERS = 'ABCDE'
 QUESTION = 'Which caption describes this image exactly?'
@@ -96,3 +98,38 @@ def result_table(dataset, result):
            'empty, wrong (items)': result['empty'],
            'inference failed, excluded (items)': result['inference_failed']}
     return pd.DataFrame([row]).round(2)
+
+
+def evaluation_files(data, eval_file, dataset_name):
+    """What evaluate writes, by file suffix: the score file, the accuracy row, the items."""
+    letters = [c for c in LETTERS if c in data.columns]
+    rows = []
+    for row, item in enumerate(data.to_dict('records'), 2):
+        options = {c: item[c] for c in letters if item[c]}
+        for column in ('answer', 'twin'):
+            if item[column] not in options:
+                raise ValueError(f'{eval_file}: row {row}, column {column!r}: '
+                                 f'{item[column]!r} is not one of the options '
+                                 f'{sorted(options)}')
+        choice, how = ((None, 'inference_failed') if is_infer_fail(item['prediction'])
+                       else parse_choice(item['prediction'], options))
+        rows.append({'index': item['index'], 'answer': item['answer'], 'twin': item['twin'],
+                     'choice': choice, 'how': how, 'n_options': len(options),
+                     'prediction': item['prediction']})
+    result = score(rows)
+    attack = data['attack'].iloc[0] if 'attack' in data else dataset_name.split('-')[-1]
+    counts = {'items': len(rows), 'scored': result['n'], 'empty': result['empty'],
+              'inference_failures': result['inference_failed'],
+              'unparsed': result['parsed_by'].get('unparsed', 0)
+              + result['parsed_by'].get('hedge', 0),
+              'hedges': result['parsed_by'].get('hedge', 0)}
+    acc = {'attack': attack, 'n': result['n'], 'accuracy': round(result['accuracy'], 2),
+           'twin_rate': round(result['twin_rate'], 2), 'chance': round(result['chance'], 2),
+           'unparsed': result['unparsed'], 'empty': result['empty'],
+           'inference_failed': result['inference_failed']}
+    return {'_score.json': {'dataset': dataset_name, 'attack': attack, **result, 'counts': counts,
+                            'judge': None,
+                            'note': "percent of scored items; empty, hedged and unparsed replies "
+                                    "count as wrong, the kit's inference failures are excluded; "
+                                    'all are counted'},
+            '_acc.csv': pd.DataFrame([acc]), '_items.tsv': pd.DataFrame(rows)}
