@@ -83,15 +83,19 @@ def cmd_eval(argv):
     from vlmeval_ext.interrupt import EXIT_STATUS, handling_ctrl_c, interrupted
     from vlmeval_ext.launcher import interrupted_line
     from vlmeval_ext.evaluation import RuleScoring, evaluate, needs_the_kit
-    from vlmeval_ext.registry import load_object, register
+    from vlmeval_ext.registry import plugin_class_of, register
     if needs_the_kit(record, kwargs):           # an LLM judge, or a benchmark only the kit dialect scores
         register(redact_logs=True, quiet_notices=True)
-        subject = load_object(record.plugin_class).for_predictions(args.data, args.pred)
+        dataset = plugin_class_of(record).for_predictions(args.data, args.pred)
+
+        def score():
+            return dataset.evaluate(args.pred, **kwargs)
     else:                                       # the same rules, without the kit's 10-20 s import
-        subject = RuleScoring(record, args.data)
+        def score():
+            return evaluate(RuleScoring(record, args.data), record, args.pred, kwargs)
     try:
         with handling_ctrl_c(interrupted_line):
-            result = evaluate(subject, record, args.pred, kwargs)
+            result = score()
     except KeyboardInterrupt:
         print(f'[vlmeval-ext] INTERRUPTED: {interrupted_line()}', file=sys.stderr)
         return EXIT_STATUS
@@ -189,7 +193,7 @@ def cmd_list(argv):
         names = record.all_names() if record is not CORRUPTED else rc_names()
         for name in names:
             path = tsv_path(record.split_of(name))
-            cls = record.plugin_class.partition(':')[2]
+            cls = (record.plugin_class or record.kit_class).partition(':')[2]
             if name in record.demos:
                 state, size, md5 = 'demo (ships in package)', '-', record.demo_md5[record.demos[name]]
             elif os.path.exists(path):

@@ -20,6 +20,7 @@ each as one named step around the kit dialect's own methods (which stay the file
 """
 from __future__ import annotations
 
+import functools
 import os
 import os.path as osp
 import pickle
@@ -29,7 +30,7 @@ import sys
 import pandas as pd
 
 from vlmeval_ext import evaluation, run_context
-from vlmeval_ext.dataset import grab, rbench_full, remi, rococo_mcq, rococo_retrieval
+from vlmeval_ext.dataset import grab, rbench_full, rococo_retrieval
 from vlmeval_ext.evaluation import JudgeIncomplete, self_model
 from vlmeval_ext.io import (DataError, file_md5, lmu_data_root, load_predictions, read_md5_sidecar, safe_name,
                             stem_path)
@@ -310,6 +311,22 @@ def _plugin_names(lower, record) -> tuple[dict, dict, dict]:
     return urls, md5s, files
 
 
+@functools.lru_cache(maxsize=None)
+def plugin_class_of(key: str):
+    """The class register() puts into the kit for the benchmark `key`: its record's `plugin_class` where it names one
+    (a benchmark that needs more than the common steps, below), else PluginDataset in front of its kit-dialect class,
+    under the kit-dialect class's name: a new benchmark needs no class here."""
+    record = _RECORDS[key]
+    if record.plugin_class:
+        return load_object(record.plugin_class)
+    lower = load_object(record.kit_class)
+    urls, md5s, files = _plugin_names(lower, record)
+    return type(lower.__name__, (PluginDataset, lower),
+                {'record_key': key, 'DATASET_URL': urls, 'DATASET_MD5': md5s, 'DEMO_FILES': files,
+                 'REQUIRED_COLUMNS': record.required_columns, '__module__': __name__,
+                 '__doc__': f'{lower.__name__} with the plugin\'s steps (PluginDataset).'})
+
+
 class GRAB(PluginDataset, grab.GRAB):
     record_key = 'GRAB'
     DATASET_URL, DATASET_MD5, DEMO_FILES = _plugin_names(grab.GRAB, _RECORDS['GRAB'])
@@ -419,16 +436,9 @@ class RBenchFull(PluginDataset, rbench_full.RBenchFull):
         return super().score_items(items, eval_file, **judge_kwargs)
 
 
-class ReMI(PluginDataset, remi.ReMI):
-    record_key = 'ReMI'
-    DATASET_URL, DATASET_MD5, DEMO_FILES = _plugin_names(remi.ReMI, _RECORDS['ReMI'])
-    REQUIRED_COLUMNS = _RECORDS['ReMI'].required_columns
-
-
-class RoCOCOMCQ(PluginDataset, rococo_mcq.RoCOCOMCQ):
-    record_key = 'RoCOCO-MCQ'
-    DATASET_URL, DATASET_MD5, DEMO_FILES = _plugin_names(rococo_mcq.RoCOCOMCQ, _RECORDS['RoCOCO-MCQ'])
-    REQUIRED_COLUMNS = _RECORDS['RoCOCO-MCQ'].required_columns
+# ReMI and RoCOCO-MCQ need nothing beyond the common steps: the classes their records leave to plugin_class_of
+ReMI = plugin_class_of('ReMI')
+RoCOCOMCQ = plugin_class_of('RoCOCO-MCQ')
 
 
 class RoCOCORetrieval(PluginDataset, rococo_retrieval.RoCOCORetrieval):

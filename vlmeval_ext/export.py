@@ -177,21 +177,22 @@ def add_models(text: str, models: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- the PR text
-def pr_facts(record: Benchmark) -> dict:
-    """The pull request's data and evidence statements (dataset_specs/pull_requests.yaml)."""
+def pr_facts(record: Benchmark) -> dict | None:
+    """The pull request's data and evidence statements (dataset_specs/pull_requests.yaml), None when the benchmark
+    has no entry there yet."""
     from vlmeval_ext.spec import load_spec
     facts = load_spec('pull_requests').get(record.key)
-    if not isinstance(facts, dict):
-        raise ExportError(f'dataset_specs/pull_requests.yaml has no entry for {record.key}: a pull request needs its '
-                          'data, licence and evidence written there')
-    return facts
+    return facts if isinstance(facts, dict) else None
 
 
 def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str:
     """The pull request's text: what the benchmark is, where its data comes from and under which licence, what was
-    checked and by which test of vlmeval-ext, what is an extension and how to leave it out, what is still to do."""
+    checked and by which test of vlmeval-ext, what is an extension and how to leave it out, what is still to do.
+    Without an entry in dataset_specs/pull_requests.yaml it claims none of that, and says what is missing."""
     module = import_module(record.kit_class.partition(':')[0])
     facts = pr_facts(record)
+    if facts is None:
+        return draft_text(record, module, files, notes, lines)
     data = facts['data']
     evidence = '\n'.join(f'- {e["claim"]} (`{e["test"]}`)' for e in facts['evidence'])
     extensions = '\n'.join(f'- {e["what"]}. To leave it out: {e["leave_out"]}.'
@@ -227,6 +228,22 @@ def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str
             f'## Published numbers\n\n{published}\n\n'
             f'## Beyond the paper\n\n{extensions or "- nothing: the benchmark as published."}\n\n'
             f'## Still to do before merging\n\n{notes_text}\n')
+
+
+def draft_text(record: Benchmark, module, files: dict, notes: list[str], lines: int) -> str:
+    """The text of a benchmark whose pull-request facts are not written yet: its files, and what is missing."""
+    added = '\n'.join(f'- `{path}`' for path in files)
+    notes_text = '\n'.join(f'- {n}' for n in notes)
+    return (f'# Add {record.title} ({", ".join(f"`{n}`" for n in record.names)}): not ready for a pull request\n\n'
+            f'{(module.__doc__ or "").strip()}\n\n'
+            f'## Files\n\n{added}\n\nplus one import and one line inside `IMAGE_DATASET` in '
+            f'`vlmeval/dataset/__init__.py`; {lines} lines in all.\n\n'
+            '## Still to do before a pull request\n\n'
+            f'- Write the entry of {record.key} in vlmeval-ext\'s dataset_specs/pull_requests.yaml: where the data '
+            'comes from and under which licence, what its TSV redistributes, who could host it, and the evidence '
+            'that the scoring applies the benchmark\'s published rule (each claim with the test that checks it). '
+            'Until then this text claims none of it.\n'
+            f'{notes_text}\n')
 
 
 # ---------------------------------------------------------------------------------------------- git
@@ -410,6 +427,9 @@ def export_main(argv=None) -> int:
                                                                        ' (every pull request at once)'))
         for note in info['notes']:
             print(f'  {note}')
+        if info['md'] and name != 'all' and pr_facts(next(r for r in BENCHMARKS if r.key == name)) is None:
+            print(f'  {name}: no entry in dataset_specs/pull_requests.yaml: {info["md"]} is a draft that says what '
+                  'is missing, not a pull-request text')
     if any(note.startswith('DATASET_MD5') for info in results.values() for note in info['notes']):
         print('To fill in DATASET_MD5: `vlmeval-ext prepare NAME` builds the full TSV under $LMUData (the same bytes '
               'as the build script), then export again.')

@@ -267,12 +267,9 @@ def parse_list_cell(value, path, row, column) -> list:
 
 def write_kit_tsv(df: pd.DataFrame, path: str | os.PathLike) -> str:
     """The kit's TSV (tab separated, all quoted), written atomically, plus the `.md5` sidecar our loader checks."""
-    import csv
     path = str(path)
     os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-    tmp = path + '.partial'
-    df.to_csv(tmp, sep='\t', index=False, encoding='utf-8', quoting=csv.QUOTE_ALL)
-    os.replace(tmp, path)
+    write_kit_table(df, path)
     write_md5_sidecar(path)
     return path
 
@@ -323,7 +320,7 @@ def write_kit_table(table, path) -> None:
     """A table (.csv or .tsv) written as the kit's `vlmeval.smp.dump` writes it (every cell quoted, no index,
     UTF-8), so a file scored without the kit has the bytes run.py's evaluation gives (a test compares them)."""
     import csv
-    tmp = f'{path}.tmp{os.getpid()}'
+    tmp = f'{path}.partial{os.getpid()}'
     table.to_csv(tmp, sep='\t' if str(path).endswith('.tsv') else ',', index=False, encoding='utf-8',
                  quoting=csv.QUOTE_ALL)
     os.replace(tmp, path)

@@ -8,7 +8,8 @@ A record joins the two layers of a benchmark:
 - `kit_class`: the dataset in the kit's own dialect (vlmeval_ext/dataset/<bench>.py with its
   vlmeval_ext/dataset/utils/<bench>.py), the file that goes upstream as it is; `names` are its dataset names;
 - `plugin_class` (vlmeval_ext.datasets): that class with what the plugin adds (the demo splits, strict loading
-  checks, the cached judge, coverage, intervals, plots); it is what `register()` puts into the kit;
+  checks, the cached judge, coverage, intervals, plots); it is what `register()` puts into the kit; None (the usual
+  case) means PluginDataset in front of the kit class (`datasets.plugin_class_of`), no class of its own;
 - the plugin's own half, one file `vlmeval_ext/plugin/<bench>.py`: `report` (its REPORT: summary row, run record,
   plots, intervals, the headlines `compare` tests, its report-page section) and `naive` (the weight-free baseline's
   answer); and `prepare` (the official release -> the kit TSV, vlmeval_ext/prepare/<bench>.py).
@@ -35,7 +36,8 @@ class Benchmark:
     key: str                                  # short name ('GRAB'); also the export's patch name
     title: str                                # how summary tables and the leaderboard head it
     kit_class: str                            # 'module:Class' of the kit-dialect dataset (exported as is)
-    plugin_class: str                         # 'module:Class' of what register() puts into the kit
+    plugin_class: str | None                  # 'module:Class' of what register() puts into the kit; None: the
+                                              # kit-dialect class behind the plugin's common steps
     names: tuple[str, ...]                    # the kit class's dataset names (its DATASET_URL keys)
     demos: dict = field(default_factory=dict)         # plugin-only demo names -> TSV file in vlmeval_ext/demo/
     demo_md5: dict = field(default_factory=dict)      # demo TSV file -> its md5
@@ -107,7 +109,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         naive='vlmeval_ext.plugin.grab:naive_answer', report='vlmeval_ext.plugin.grab:REPORT', spec='grab',
         judge='optional', export_extra=('vlmeval_ext.scripts.build_grab_tsv',)),
     Benchmark(
-        key='ReMI', title='ReMI', kit_class='vlmeval_ext.dataset.remi:ReMI', plugin_class='vlmeval_ext.datasets:ReMI',
+        key='ReMI', title='ReMI', kit_class='vlmeval_ext.dataset.remi:ReMI', plugin_class=None,
         names=tuple(f'ReMI{m}' for m in _REMI_MODES),
         demos={f'ReMI_DEMO{m}': 'ReMI_DEMO.tsv' for m in _REMI_MODES},
         demo_md5={'ReMI_DEMO.tsv': 'c24914e5ecae62ad5e1b4db8534d986b'},
@@ -119,7 +121,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         export_extra=('vlmeval_ext.scripts.build_remi_tsv',)),
     Benchmark(
         key='RoCOCO-MCQ', title='RoCOCO-MCQ', kit_class='vlmeval_ext.dataset.rococo_mcq:RoCOCOMCQ',
-        plugin_class='vlmeval_ext.datasets:RoCOCOMCQ',
+        plugin_class=None,
         names=tuple(f'RoCOCO-MCQ-{a}' for a in ('same_concept', 'diff_concept', 'rand_voca', 'danger')),
         demos={'RoCOCO-MCQ-same_concept_DEMO': 'RoCOCO-MCQ-same_concept_DEMO.tsv'},
         demo_md5={'RoCOCO-MCQ-same_concept_DEMO.tsv': 'b173cbeddcfb77864f1d3e247bfdf600'},
@@ -208,7 +210,15 @@ def plugin_class(name: str):
     if record is None:
         return None
     import_kit('vlmeval.dataset')
-    return load_object(record.plugin_class)
+    return plugin_class_of(record)
+
+
+def plugin_class_of(record: Benchmark):
+    """The class register() puts into the kit for `record` (vlmeval_ext.datasets.plugin_class_of; imports the
+    kit)."""
+    if record is CORRUPTED:
+        return load_object(record.plugin_class)
+    return load_object('vlmeval_ext.datasets:plugin_class_of')(record.key)
 
 
 def register(redact_logs: bool = False, quiet_notices: bool = False) -> None:
@@ -235,7 +245,7 @@ def register(redact_logs: bool = False, quiet_notices: bool = False) -> None:
         setattr(kit_vlm, cls.__name__, cls)
         if name not in kit_config.supported_VLM:
             kit_config.supported_VLM[name] = partial(cls, name=name, **kwargs)
-    classes = [load_object(r.plugin_class) for r in (*BENCHMARKS, CORRUPTED)]
+    classes = [plugin_class_of(r) for r in (*BENCHMARKS, CORRUPTED)]
     for cls in reversed(classes):
         if cls not in kit_dataset.DATASET_CLASSES:
             kit_dataset.DATASET_CLASSES.insert(0, cls)

@@ -24,4 +24,5 @@ def load_spec(name: str) -> dict:
         known = sorted(p.stem for p in spec_dir().glob('*.yaml'))
         raise FileNotFoundError(f'no dataset spec {path} (known specs: {", ".join(known)})')
     with open(path, encoding='utf-8') as f:
-        return yaml.safe_load(f)
+        # libyaml's parser where PyYAML has it (its wheels do): the same safe loading, a tenth of the time
+        return yaml.load(f, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))

@@ -196,3 +196,19 @@ def test_judge_noise_leaves_out_a_failed_score_and_reads_repeats():
     # one scored item: var(score) = 5 s^2 / (2 x 5)^2 = s^2 / 20 (the failed one is left out)
     assert noise['absolute']['Overall'] == pytest.approx(math.sqrt(np.var([2, 2, 1, 2, 1], ddof=1) / 20), abs=1e-5)
     assert noise['relative']['Overall'] == 0.0                       # every repeat agreed
+
+
+@pytest.mark.parametrize('n,var', [(24, 1e-4), (1485, 1.7e-4), (2170, 1e-6), (5, 0.002)])
+def test_detectable_difference_on_a_design_variance_is_where_the_paired_t_power_reaches_80_percent(n, var):
+    """Where the noncentral t's distribution function has no value (NaN in its far tail, from a noncentrality of
+    about 7), the search must not read "too little power": R-Bench's full size (1,485 items, variance of the mean
+    about 1.7e-4) is in that range."""
+    from scipy.stats import nct, t
+    got = I.detectable('design', 1.0, n, 0.5, var, n - 1)
+    dof, se = n - 1, (2 * var) ** 0.5
+    crit = t.ppf(0.975, dof)
+
+    def power(d):
+        return nct.sf(crit, dof, d / se) + nct.cdf(-crit, dof, d / se)
+    d = got['value']
+    assert power(d) >= 0.8 - 1e-3 and power(0.97 * d) < 0.8, (got, power(d), power(0.97 * d))

@@ -74,12 +74,12 @@ def test_the_kit_asks_the_dataset_flag_before_the_model():
 
 @pytest.mark.parametrize('layer', ['kit-dialect', 'plugin'])
 def test_no_zoo_model_replaces_our_prompts(layer, capsys):
-    from vlmeval_ext.registry import load_object
+    from vlmeval_ext.registry import load_object, plugin_class_of
     zoo = _zoo_classes()
     assert len(zoo) > 100                           # the whole zoo, not a sample
     pairs, claimed, unknown, replaced = 0, 0, 0, []
     for record in _records():
-        dataset_cls = load_object(record.kit_class if layer == 'kit-dialect' else record.plugin_class)
+        dataset_cls = (load_object(record.kit_class) if layer == "kit-dialect" else plugin_class_of(record))
         # the flag is the kit dialect's own attribute, not added by the plugin
         assert 'force_use_dataset_prompt' in vars(load_object(record.kit_class)), record.kit_class
         for name in record.all_names():
@@ -130,13 +130,13 @@ def _content(message: list[dict]) -> list[tuple[str, object]]:
 def test_plugin_and_kit_dialect_classes_build_identical_messages(tmp_path, monkeypatch):
     """Every demo row: the plugin class and the kit-dialect class alone build the same message (the same texts and
     image pixels, in the same order)."""
-    from vlmeval_ext.registry import load_object
+    from vlmeval_ext.registry import load_object, plugin_class_of
     monkeypatch.setenv('LMUData', str(tmp_path / 'LMUData'))
     (tmp_path / 'LMUData').mkdir()
     compared = 0
     for record in _records():
         for demo in record.demos:
-            plugin = load_object(record.plugin_class)(dataset=demo)       # copies the shipped demo TSV into $LMUData
+            plugin = plugin_class_of(record)(dataset=demo)       # copies the shipped demo TSV into $LMUData
             lower = load_object(record.kit_class)(dataset=demo)
             assert len(plugin.data) == len(lower.data) > 0
             for i in range(len(plugin.data)):

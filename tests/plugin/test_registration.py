@@ -64,9 +64,9 @@ def test_every_class_registered_once_with_its_own_names(kit):
     import vlmeval.vlm as vlm
 
     import vlmeval_ext
-    from vlmeval_ext.registry import BENCHMARKS, CORRUPTED, load_object
+    from vlmeval_ext.registry import BENCHMARKS, CORRUPTED, load_object, plugin_class_of
     records = [*BENCHMARKS, CORRUPTED]
-    ours = [load_object(r.plugin_class) for r in records]
+    ours = [plugin_class_of(r) for r in records]
     vlmeval_ext.register()
     vlmeval_ext.register()      # idempotent
     assert dataset.DATASET_CLASSES[:len(ours)] == ours          # in front, in the registry's order
@@ -87,8 +87,8 @@ def test_every_class_registered_once_with_its_own_names(kit):
 
 def test_no_kit_name_claimed_and_kit_types_unchanged(kit):
     dataset, _ = kit
-    from vlmeval_ext.registry import BENCHMARKS, CORRUPTED, load_object
-    ours = {load_object(r.plugin_class) for r in (*BENCHMARKS, CORRUPTED)}
+    from vlmeval_ext.registry import BENCHMARKS, CORRUPTED, plugin_class_of
+    ours = {plugin_class_of(r) for r in (*BENCHMARKS, CORRUPTED)}
     kit_names = set()
     for cls in dataset.DATASET_CLASSES:
         if cls not in ours:

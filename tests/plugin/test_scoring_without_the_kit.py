@@ -58,7 +58,7 @@ def _eval(pred: str, dataset: str, lmu, extra=()) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize('dataset', sorted(WRITTEN))
 def test_eval_without_the_kit_writes_the_bytes_the_kit_dialect_evaluate_writes(dataset, tmp_path):
-    from vlmeval_ext.registry import benchmark_of, load_object
+    from vlmeval_ext.registry import benchmark_of, plugin_class_of
     free, kit = tmp_path / 'free', tmp_path / 'kit'
     pred = _predictions(free, dataset)
     kit.mkdir()
@@ -67,7 +67,7 @@ def test_eval_without_the_kit_writes_the_bytes_the_kit_dialect_evaluate_writes(d
 
     import vlmeval.dataset  # noqa: F401  (the kit, as run.py loads it)
     from vlmeval_ext.evaluation import evaluate
-    cls = load_object(benchmark_of(dataset).plugin_class)
+    cls = plugin_class_of(benchmark_of(dataset))
     kit_pred = str(kit / os.path.basename(pred))
     os.environ['LMUData'] = str(tmp_path)
     try:

@@ -160,7 +160,7 @@ def item_intervals(items: pd.DataFrame, score: Mapping) -> dict:
 
 
 def _erp_interval(hits: np.ndarray, strata: np.ndarray, tasks: Sequence[str], block: Mapping) -> list | None:
-    from scipy.stats import t as student
+    from vlmeval_ext.records.intervals import t_quantile
     given = block['naive_baseline']['task']
     base = {t: given[t] / 100.0 for t in tasks if given.get(t) is not None}
     ok = ~np.isnan(hits)
@@ -177,7 +177,7 @@ def _erp_interval(hits: np.ndarray, strata: np.ndarray, tasks: Sequence[str], bl
     parts = np.array(parts)
     var = float(parts.sum())
     df = var * var / float((parts ** 2 / np.array(dfs)).sum())
-    half = float(student.ppf(1 - (1 - LEVEL) / 2, df)) * math.sqrt(var)
+    half = t_quantile(1 - (1 - LEVEL) / 2, df) * math.sqrt(var)
     centre = float(block['erp']['Overall'])
     return [rounded(centre - half), rounded(centre + half)]
 

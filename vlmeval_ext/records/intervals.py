@@ -23,6 +23,7 @@ have the same fractional score says "no variation in this run" instead.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Mapping, Sequence
 
@@ -54,10 +55,10 @@ def rounded(x: float) -> float:
 
 def clopper_pearson(hits: float, n: float, scale: float = 1.0) -> list[float]:
     """The exact (Clopper-Pearson) interval of hits / n; n may be an effective, non-integer size."""
-    from scipy.stats import beta
+    from scipy.special import betaincinv        # the beta distribution's quantile (scipy.stats' beta.ppf)
     a = (1 - LEVEL) / 2
-    lo = 0.0 if hits <= 0 else float(beta.ppf(a, hits, n - hits + 1))
-    hi = 1.0 if hits >= n else float(beta.ppf(1 - a, hits + 1, n - hits))
+    lo = 0.0 if hits <= 0 else float(betaincinv(hits, n - hits + 1, a))
+    hi = 1.0 if hits >= n else float(betaincinv(hits + 1, n - hits, 1 - a))
     return [rounded(scale * lo), rounded(scale * hi)]
 
 
@@ -70,8 +71,7 @@ def korn_graubard(mean: float, var: float, n: int, df: float, scale: float = 1.0
     p = min(1.0, max(0.0, float(mean)))
     if var <= 1e-15 or p * (1 - p) <= 0:
         return clopper_pearson(p * n, n, scale)
-    from scipy.stats import t
-    n_eff = p * (1 - p) / var * (Z / float(t.ppf(1 - (1 - LEVEL) / 2, max(df, 1.0)))) ** 2
+    n_eff = p * (1 - p) / var * (Z / t_quantile(1 - (1 - LEVEL) / 2, max(df, 1.0))) ** 2
     return clopper_pearson(p * n_eff, n_eff, scale)
 
 
@@ -147,31 +147,70 @@ def chunked_draws(groups: np.ndarray, b: int = B):
 
 
 # ------------------------------------------------------------------------------------------------ power
+# scipy.special, not scipy.stats: the same functions (scipy.stats calls them), without scipy.stats' 0.5 s import and
+# its per-call argument checks, which a bisection calling them dozens of times per evaluation paid each time
+def t_quantile(q: float, df: float) -> float:
+    """Student's t quantile (scipy.stats' t.ppf)."""
+    from scipy.special import stdtrit
+    return float(stdtrit(df, q))
+
+
+def binom_pmf(k: np.ndarray, n, p: float) -> np.ndarray:
+    from scipy.special import gammaln, xlog1py, xlogy
+    return np.exp(gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1) + xlogy(k, p) + xlog1py(n - k, -p))
+
+
+def binom_cdf(k: np.ndarray, n: np.ndarray, p: float) -> np.ndarray:
+    """P(X <= k) for X ~ Binomial(n, p); 0 where k < 0."""
+    from scipy.special import bdtr
+    k = np.asarray(k, dtype=float)
+    return np.where(k < 0, 0.0, bdtr(np.maximum(k, 0), n, p))
+
+
+def binom_sf(k: np.ndarray, n: np.ndarray, p: float) -> np.ndarray:
+    """P(X > k) for X ~ Binomial(n, p); 1 where k < 0."""
+    from scipy.special import bdtrc
+    k = np.asarray(k, dtype=float)
+    return np.where(k < 0, 1.0, bdtrc(np.maximum(k, 0), n, p))
+
+
+@functools.lru_cache(maxsize=64)
+def _mcnemar_cuts_upto(n: int) -> np.ndarray:
+    """_mcnemar_cuts of m = 1..n (the same for every pair of accuracies: computed once per item count)."""
+    from scipy.special import bdtrik
+    ms = np.arange(1, n + 1)
+    cuts = np.clip(np.floor(np.nan_to_num(bdtrik(ALPHA / 2, ms, 0.5), nan=-1.0)), -1, ms).astype(float)
+    while True:                          # settle the continuous inverse on the exact rule, one count at a time
+        up = (cuts + 1 <= ms) & (2 * binom_cdf(cuts + 1, ms, 0.5) <= ALPHA)
+        down = (cuts >= 0) & (2 * binom_cdf(cuts, ms, 0.5) > ALPHA)
+        if not (up.any() or down.any()):
+            return cuts
+        cuts = cuts + up - down
+
+
 def _mcnemar_cuts(ms: np.ndarray) -> np.ndarray:
     """For each count m of discordant pairs: the largest count c of one direction that the exact two-sided McNemar
     test at ALPHA rejects (p = 2 P(X <= c) <= ALPHA, X ~ Binomial(m, 1/2)); -1 when no count is rejected. The test
     rejects exactly the counts b <= c and b >= m - c (the binomial at 1/2 is symmetric)."""
-    from scipy.stats import binom
-    k = binom.ppf(ALPHA / 2, ms, 0.5)                  # the smallest k with P(X <= k) >= ALPHA / 2
-    return np.where(2 * binom.cdf(k, ms, 0.5) <= ALPHA, k, k - 1)
+    ms = np.asarray(ms)
+    return _mcnemar_cuts_upto(int(ms.max()))[ms - 1] if len(ms) else np.asarray([], dtype=float)
 
 
 def mcnemar_power(n: int, p_a: float, p_b: float) -> float:
     """The power of the exact McNemar test at ALPHA for two uncorrelated runs of accuracies p_a and p_b on n
     items: the discordant count M ~ Binomial(n, pi), given M the wrong->right count ~ Binomial(M, theta). One
     vectorised pass over M (linear in n)."""
-    from scipy.stats import binom
     wr, rw = (1 - p_a) * p_b, p_a * (1 - p_b)
     pi = wr + rw
     if pi <= 0:
         return 0.0
     theta = min(1.0, wr / pi)
     ms = np.arange(1, n + 1)
-    weights = binom.pmf(ms, n, pi)
+    weights = binom_pmf(ms, n, pi)
     keep = weights >= 1e-12
     ms, weights = ms[keep], weights[keep]
     cuts = _mcnemar_cuts(ms)
-    rejects = np.where(cuts >= 0, binom.cdf(cuts, ms, theta) + binom.sf(ms - cuts - 1, ms, theta), 0.0)
+    rejects = np.where(cuts >= 0, binom_cdf(cuts, ms, theta) + binom_sf(ms - cuts - 1, ms, theta), 0.0)
     return float((weights * rejects).sum())
 
 
@@ -210,11 +249,21 @@ def detectable(kind: str, scale: float, n: int, mean: float, var: float = 0.0, d
         if n < 2 or var <= 1e-15:
             out['note'] = 'no variation in this run: every item has the same score, so no power can be computed'
             return out
-        from scipy.stats import nct, t
+        from scipy.special import nctdtr          # the noncentral t's distribution function (scipy.stats' nct)
         dof = max(df, 1.0)
-        crit = float(t.ppf(1 - ALPHA / 2, dof))
+        crit = t_quantile(1 - ALPHA / 2, dof)
         se = math.sqrt(2 * var)
-        d = _smallest(lambda d: float(nct.sf(crit, dof, d / se) + nct.cdf(-crit, dof, d / se)), 1.0)
+
+        def power(nc):
+            # P(T > crit) + P(T < -crit) for T noncentral t; the left tail is below Phi(-nc), under 1e-13 from
+            # nc 7.4 on, where nctdtr returns NaN for it (a NaN power read as "too small" once sent the search to
+            # the top of the scale: 0.57 instead of 0.04 for 24 strata at variance 1e-4)
+            left = float(nctdtr(dof, nc, -crit))
+            return float(1 - nctdtr(dof, nc, crit)) + (0.0 if left != left else left)
+        # searched over the noncentrality d / se, up to 50 (80 % power is reached by nc 20 at every df >= 1, and
+        # nctdtr is finite below 60) and up to d = 1, the whole scale
+        nc = _smallest(power, min(1.0 / se, 50.0))
+        d = None if nc is None else nc * se
     if d is None:
         out['note'] = (f'at {n} items no difference of any size reaches 80 % power with the {out["test"]} test at '
                        'the 5 % level')

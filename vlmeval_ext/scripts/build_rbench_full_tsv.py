@@ -18,8 +18,6 @@ import math
 import os
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 COLUMNS = ['index', 'pair_id', 'variant', 'name', 'question', 'choice', 'answer', 'type',
            'distortion', 'strength', 'image']
 TEXT_FIELDS = ('name', 'question', 'choice', 'answer', 'type')
@@ -44,6 +42,7 @@ def parquet_files(release):
 
 def parquet_rows(path, batch_rows=32):
     """The rows of a parquet file, one row group at a time (memory holds one group's images)."""
+    import pyarrow.parquet as pq  # only to read the release: the rest of the script needs none
     with pq.ParquetFile(path) as parquet:
         for group in range(parquet.num_row_groups):
             table = parquet.read_row_group(group)
