@@ -124,7 +124,7 @@ def cmd_records(argv):
     record = _record(args.data)
     from pathlib import Path
 
-    from vlmeval_ext.coverage import check_against_dataset
+    from vlmeval_ext.predictions import check_against_dataset
     from vlmeval_ext.io import load_predictions, stem_path
     preds = load_predictions(args.pred, required=record.prediction_columns)   # the file is one of this dataset
     if record.answer_columns and record.judge != 'embeddings':

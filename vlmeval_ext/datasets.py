@@ -13,7 +13,7 @@ each as one named step around the kit dialect's own methods (which stay the file
   verdict cache, counted retries, a dead-judge switch, one test call first;
 - evaluate: one evaluation of a predictions file at a time (vlmeval_ext.locks: a second one waits, then reuses the
   first one's verdicts); our judge options taken out of the kit's judge arguments; a reply echoing a configured key
-  masked in the predictions file (one line); the predictions checked against the dataset (vlmeval_ext.coverage);
+  masked in the predictions file (one line); the predictions checked against the dataset (vlmeval_ext.predictions);
   then the kit dialect's own evaluate; then the score file gains `coverage`, notes and intervals, and the plots are
   drawn. When the judge could not give every verdict (down, the cache failed, Ctrl-C), the score file is moved aside
   as `<stem>_score_incomplete.json` and the evaluation fails with one line saying how to resume.

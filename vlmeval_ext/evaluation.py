@@ -6,7 +6,7 @@ the same pure function of `vlmeval_ext/dataset/utils/<bench>.py` that the kit-di
 written as the kit's `dump` writes them, without importing the kit (`vlmeval-ext eval`). Around either, `evaluate`
 runs the same steps: one evaluation of a file at a time (vlmeval_ext.locks); our judge options taken out of the
 kit's judge arguments; a reply echoing a configured key masked (one line); the predictions checked against the
-dataset (vlmeval_ext.coverage); the scoring; then the score file gains `coverage`, notes, the judge calls paid and
+dataset (vlmeval_ext.predictions); the scoring; then the score file gains `coverage`, notes, the judge calls paid and
 the intervals, and the plots are drawn. When the judge could not give every verdict (down, the cache failed,
 Ctrl-C), the score file is moved aside as `<stem>_score_incomplete.json` and the evaluation fails with one line.
 """
@@ -43,7 +43,7 @@ def evaluate(subject, record, eval_file: str, judge_kwargs: dict):
 
 
 def _evaluate(subject, record, eval_file: str, judge_kwargs: dict):
-    from vlmeval_ext.coverage import check_against_dataset, coverage_line
+    from vlmeval_ext.predictions import check_against_dataset, coverage_line
     from vlmeval_ext.io import tsv_path
     from vlmeval_ext.kit_workarounds.verbatim import restore as restore_verbatim
     from vlmeval_ext.prepare.common import subset_note

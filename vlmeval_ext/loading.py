@@ -10,7 +10,7 @@ kit never runs our data as code and every error names the file, row and column:
 - `image_path`: no empty cell; list cells parsed into Python lists (the kit would eval them).
 
 A row whose image cell is not a decodable image is left out of the run with one line naming file, row or index
-and column, and the rest runs; evaluate counts it as a missing item (vlmeval_ext.coverage).
+and column, and the rest runs; evaluate counts it as a missing item (vlmeval_ext.predictions).
 
 Image files: a name from data can never leave the image folder (`safe_join`), and an image folder holds only images
 dumped from the TSV now in place: it carries that TSV's md5 (`.source_md5`), and when the TSV changes (a new
