@@ -9,8 +9,9 @@ each as one named step around the kit dialect's own methods (which stay the file
   the `.md5` sidecar `prepare` writes; a mismatch is an error, never a silent re-download), and the table passes
   vlmeval_ext.loading's strict checks; a row whose image does not decode is left out of the run with one line and
   counted as a missing item; image files are written only inside the image folder, stamped with the TSV's md5;
-- the judge: the `judge()` hook answers with a CachedJudge (vlmeval_ext.judging): the kit's judge behind the
-  verdict cache, counted retries, a dead-judge switch, one test call first;
+- the judge: where the kit dialect's `evaluate` builds the kit's judge itself (`build_judge`), the plugin's `score`
+  hands the same scoring (the dialect's `evaluate_with` / `score_items`) a CachedJudge (vlmeval_ext.judging): the
+  kit's judge behind the verdict cache, counted retries, a dead-judge switch, one test call first;
 - evaluate: one evaluation of a predictions file at a time (vlmeval_ext.locks: a second one waits, then reuses the
   first one's verdicts); our judge options taken out of the kit's judge arguments; a reply echoing a configured key
   masked in the predictions file (one line); the predictions checked against the dataset (vlmeval_ext.predictions);
@@ -223,13 +224,14 @@ class PluginDataset(LoadingChecks):
     def split_of(self, dataset):
         return self.record().split_of(dataset)
 
-    # -- the judge hook of the kit dialect
-    def judge(self, **judge_kwargs):
-        name = judge_kwargs.pop('model')
+    # -- the judge: the kit's, behind the verdict cache
+    def cached_judge(self, name: str, judge_kwargs: dict):
+        """The CachedJudge for `name`, built from the kit's build_judge arguments `judge_kwargs`; its test call made
+        and its plan said in one line."""
         options = self._judge_options
         store = shared_store() if options.get('cache', True) else None
         stem = stem_path(self._eval_file, '') if self._eval_file else None
-        judge = CachedJudge(build_kit_judge(name, **judge_kwargs), name, store=store,
+        judge = CachedJudge(build_kit_judge(name, **dict(judge_kwargs)), name, store=store,
                             log_path=f'{stem}_{safe_name(name)}_verdicts.jsonl' if stem else None,
                             unstored_path=f'{stem}_unstored_verdicts.jsonl' if stem else None,
                             retries=options.get('judge_retries', 3), backoff=options.get('judge_backoff', 0.5),
@@ -332,6 +334,13 @@ class GRAB(PluginDataset, grab.GRAB):
     DATASET_URL, DATASET_MD5, DEMO_FILES = _plugin_names(grab.GRAB, _RECORDS['GRAB'])
     REQUIRED_COLUMNS = _RECORDS['GRAB'].required_columns
 
+    def score(self, eval_file, handed):
+        self._handed = handed
+        kwargs = dict(handed)
+        name, protocol = self.judge_protocol(kwargs)
+        judge = None if name in grab.NO_JUDGE else self.cached_judge(name, kwargs)
+        return self.evaluate_with(eval_file, judge, name, **protocol)
+
     def judge_requests(self, eval_file, judge, name):
         from vlmeval.smp import get_intermediate_file_path
 
@@ -372,10 +381,19 @@ class RBenchFull(PluginDataset, rbench_full.RBenchFull):
         from vlmeval.smp import get_intermediate_file_path
         return get_intermediate_file_path(self._eval_file, '_rbench_judge', 'pkl')
 
-    def judge(self, **judge_kwargs):
-        judge = super().judge(**judge_kwargs)
-        self.settle_cached_prompts(judge, judge_kwargs['model'])
-        return judge
+    def score(self, eval_file, handed):
+        self._handed = handed
+        kwargs = dict(handed)
+        name, protocol = self.judge_protocol(kwargs)
+        items, counts, failed_rows = self.read_pairs(eval_file)
+        if name in OFFLINE_JUDGES:
+            from vlmeval_ext.offline_judge import score_items_offline
+            rows, block = score_items_offline(items, name)
+        else:
+            judge = self.cached_judge(name, kwargs)
+            self.settle_cached_prompts(judge, name)
+            rows, block = self.score_items(items, eval_file, judge, name, **protocol)
+        return self.write_results(eval_file, counts, failed_rows, rows, block, protocol['mode'])
 
     def settle_cached_prompts(self, judge, name: str) -> None:
         """Before the kit dialect's judging loop: each prompt still to judge whose every verdict the verdict cache
@@ -427,13 +445,6 @@ class RBenchFull(PluginDataset, rbench_full.RBenchFull):
 
     def result_tag(self, judge_kwargs):
         return '_efficient' if judge_kwargs.get('judge_mode') == 'efficient' else ''
-
-    def score_items(self, items, eval_file, **judge_kwargs):
-        name = judge_kwargs.get('model')
-        if name in OFFLINE_JUDGES:
-            from vlmeval_ext.offline_judge import score_items_offline
-            return score_items_offline(items, name)
-        return super().score_items(items, eval_file, **judge_kwargs)
 
 
 # ReMI and RoCOCO-MCQ need nothing beyond the common steps: the classes their records leave to plugin_class_of

@@ -1,7 +1,8 @@
 """The judge our datasets use: the kit's own judge (built by its `build_judge`) behind a verdict cache.
 
-Our datasets ask their judge through the kit dialect's `judge(**judge_kwargs)` hook; the plugin's classes
-(vlmeval_ext.datasets) answer it with a `CachedJudge`: it has the kit judge's `generate(prompt)` contract (a reply,
+A kit-dialect `evaluate` builds its judge with the kit's `build_judge` and hands it to its scoring (GRAB's
+`evaluate_with`, R-Bench's `score_items`); the plugin's classes (vlmeval_ext.datasets) hand the same scoring a
+`CachedJudge` instead: it has the kit judge's `generate(prompt)` contract (a reply,
 or the kit's failure text) and adds
 
 - the verdict cache: one SQLite database per user, `$VLMEVAL_EXT_CACHE/verdicts.sqlite` (default

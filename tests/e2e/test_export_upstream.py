@@ -126,6 +126,8 @@ def test_each_benchmark_is_one_patch_that_applies_alone(exported):
     assert 'not a dataset pull request' in proposal and '## Appendix' in proposal
     assert '+++ b/vlmeval/dataset/rococo_retrieval.py' in proposal and "'RoCOCO-CLIP-B32'" in proposal
     assert 'RoCOCO-retrieval-proposal.md (a design proposal' in exported['stdout']
+    # the one line about a benchmark with no pull-request facts is for a patch only, never for the proposal
+    assert 'no entry in dataset_specs/pull_requests.yaml' not in exported['stdout'], exported['stdout']
 
 
 def test_the_files_sent_are_the_files_the_plugin_runs(exported, tmp_path):

@@ -201,9 +201,9 @@ def test_rbench_cap_reference_lists_that_are_not_lists(text, tmp_path):
     path = tmp_path / 'preds.tsv'
     pd.DataFrame(rows).to_csv(path, sep='\t', index=False)
     dataset = object.__new__(RBenchFull)
-    dataset.judge = lambda **kw: Replies(['Score: 1'] * 50)
+    items = dataset.read_pairs(str(path))[0]
     with pytest.raises(ValueError, match=r"preds\.tsv: row 2, column 'answer': not a non-empty list"):
-        dataset.evaluate(str(path), model='some-judge')
+        dataset.score_items(items, str(path), Replies(['Score: 1'] * 50), 'some-judge')
 
 
 def _rbench_rows():

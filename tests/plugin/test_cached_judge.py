@@ -1,4 +1,4 @@
-"""The judge our datasets get from their `judge()` hook: the kit's own judge (build_judge, its HTTP client) behind
+"""The judge the plugin hands our datasets' scoring: the kit's own judge (build_judge, its HTTP client) behind
 the verdict cache (vlmeval_ext.judging.CachedJudge), against the loopback server over real HTTP."""
 from __future__ import annotations
 

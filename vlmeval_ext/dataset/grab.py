@@ -68,10 +68,6 @@ class GRAB(ImageBaseDataset):
         message.append(dict(type='text', value=question_prompt(line['question'])))
         return message
 
-    def judge(self, **judge_kwargs):
-        """The model that runs the llm_extracted extraction."""
-        return build_judge(**judge_kwargs)
-
     @classmethod
     def report_primary_metric(cls, metrics):
         """The headline for the kit's run summary: the official Overall accuracy (the README's
@@ -89,17 +85,30 @@ class GRAB(ImageBaseDataset):
         return dict(failed=sum(map(is_infer_fail, data['prediction'])), total=len(data))
 
     def evaluate(self, eval_file, **judge_kwargs):
+        judge_name, protocol = self.judge_protocol(judge_kwargs)
+        judge = None if judge_name in NO_JUDGE else build_judge(model=judge_name, **judge_kwargs)
+        return self.evaluate_with(eval_file, judge, judge_name, **protocol)
+
+    @staticmethod
+    def judge_protocol(judge_kwargs):
+        """(judge name, protocol arguments of evaluate_with), popped from `judge_kwargs`: what is
+        left is for build_judge."""
+        name = judge_kwargs.pop('model', None)
+        return name, dict(mode=judge_kwargs.pop('judge_mode', 'official'),
+                          nproc=judge_kwargs.pop('nproc', 4))
+
+    def evaluate_with(self, eval_file, judge, judge_name, mode='official', nproc=4):
+        """The scoring of `evaluate` with the judge given (None: no llm_extracted)."""
         rows = item_rows(read_text_table(eval_file), eval_file)
-        judge_name = judge_kwargs.pop('model', None)
-        notes, judge, counts = [], None, {}
-        if judge_name in NO_JUDGE:
+        notes, judged, counts = [], None, {}
+        if judge is None:
             notes.append(NOT_JUDGED_NOTE)
         else:
-            counts = self._llm_extract(rows, eval_file, judge_name, judge_kwargs)
-            judge = {'name': judge_name, 'mode': counts['judge_mode'], 'scoring': 'llm_extracted',
-                     'endpoint_host': counts['endpoint_host'], 'calls_made': counts['calls_made'],
-                     'calls_cached': counts['calls_cached']}
-        files = evaluation_files(rows, counts, judge, notes)
+            counts = self._llm_extract(rows, eval_file, judge, judge_name, mode, nproc)
+            judged = {'name': judge_name, 'mode': mode, 'scoring': 'llm_extracted',
+                      'endpoint_host': counts['endpoint_host'], 'calls_made': counts['calls_made'],
+                      'calls_cached': counts['calls_cached']}
+        files = evaluation_files(rows, counts, judged, notes)
         for name, content in files.items():
             suffix, fmt = name.rsplit('.', 1)
             dump(content, get_intermediate_file_path(eval_file, suffix, fmt))
@@ -107,11 +116,8 @@ class GRAB(ImageBaseDataset):
         logger.info(summary_line(scores))
         return result_table(scores)
 
-    def _llm_extract(self, rows, eval_file, judge_name, judge_kwargs):
+    def _llm_extract(self, rows, eval_file, judge, judge_name, mode, nproc):
         """llm_extracted per answered row; a failed extraction is counted, never scored 0."""
-        nproc = judge_kwargs.pop('nproc', 4)
-        mode = judge_kwargs.pop('judge_mode', 'official')
-        judge = self.judge(model=judge_name, **judge_kwargs)
         who = judge_id(judge_name, judge)
         tmp = get_intermediate_file_path(eval_file, '_grab_extraction', 'pkl')
         done = load_progress(tmp, logger)

@@ -34,7 +34,7 @@ from .utils.rbench_full import (DEFAULT_JUDGE, KINDS, ask, assign, calls_of, com
 logger = get_logger(__name__)
 
 
-def caption_seed(given, done, path):
+def resolve_caption_seed(given, done, path):
     """Efficient mode's caption seed: the one given (judge argument `caption_seed`), else the one
     this evaluation's progress file holds (a resumed run keeps its draws), else a fresh random one,
     saved there before any call. It is recorded in the score file's judge block."""
@@ -95,9 +95,6 @@ class RBenchFull(ImageBaseDataset):
         text = model_prompt(line['type'], question=line['question'], choice=line['choice'])
         return message + [dict(type='text', value=text)]
 
-    def judge(self, **judge_kwargs):
-        return build_judge(**judge_kwargs)
-
     @classmethod
     def report_primary_metric(cls, metrics):
         """The headline for the kit's run summary: absolute robustness Overall (0-1), by name."""
@@ -116,13 +113,38 @@ class RBenchFull(ImageBaseDataset):
     def evaluate(self, eval_file, **judge_kwargs):
         """Judge score_dis / score_ref / score_com per item; writes _scores.csv, _robustness.csv
         and _score.json; returns the robustness table."""
+        name, protocol = self.judge_protocol(judge_kwargs)
+        items, counts, failed_rows = self.read_pairs(eval_file)
+        judge = build_judge(model=name, **judge_kwargs)
+        rows, block = self.score_items(items, eval_file, judge, name, **protocol)
+        return self.write_results(eval_file, counts, failed_rows, rows, block, protocol['mode'])
+
+    def judge_protocol(self, judge_kwargs):
+        """(judge name, protocol arguments of score_items), popped from `judge_kwargs`: what is
+        left is for build_judge."""
+        name = judge_kwargs.pop('model', None) or self.DEFAULT_JUDGE
+        mode = judge_kwargs.pop('judge_mode', 'official')
+        if mode not in ('official', 'efficient'):
+            raise ValueError(f'judge_mode must be official or efficient, not {mode!r}')
+        if name == 'exact_matching':
+            raise ValueError('R-Bench needs an LLM judge (pass --judge MODEL)')
+        return name, dict(mode=mode, nproc=judge_kwargs.pop('nproc', 4),
+                          caption_seed=judge_kwargs.pop('caption_seed', None))
+
+    @staticmethod
+    def read_pairs(eval_file):
+        """(items, row counts, failed rows) of a predictions file; no items is an error."""
         items, counts, failed_rows = pair_rows(read_text_table(eval_file), eval_file)
         if not items:
             raise ValueError(f'{eval_file}: no predictions')
-        tag = '_efficient' if judge_kwargs.get('judge_mode') == 'efficient' else ''
-        rows, judge = self.score_items(items, eval_file, **judge_kwargs)
+        return items, counts, failed_rows
+
+    def write_results(self, eval_file, counts, failed_rows, rows, judge, mode='official'):
+        """_scores.csv, _robustness.csv and _score.json of the scored rows (those of efficient mode
+        as <stem>_efficient_*); the robustness table."""
+        tag = '_efficient' if mode == 'efficient' else ''
         complete = sum(all(r[f'score_{k}'] is not None for k in KINDS) for r in rows)
-        counts = dict(items=len(items), rows=counts['rows'], scored=complete,
+        counts = dict(items=len(rows), rows=counts['rows'], scored=complete,
                       empty=counts['empty'], inference_failures=counts['inference_failures'],
                       missing_partner=counts['missing_partner'],
                       judge_failures=judge['failures']['judge_failed_scores'])
@@ -145,23 +167,15 @@ class RBenchFull(ImageBaseDataset):
                     f'excluded scores {excluded}')
         return result_table(table, rows)
 
-    def score_items(self, items, eval_file, **judge_kwargs):
+    def score_items(self, items, eval_file, judge, name, mode='official', nproc=4,
+                    caption_seed=None):
         """(per-item rows with score_dis / score_ref / score_com, the judge block)."""
-        name = judge_kwargs.pop('model', None) or self.DEFAULT_JUDGE
-        mode = judge_kwargs.pop('judge_mode', 'official')
-        nproc = judge_kwargs.pop('nproc', 4)
-        if mode not in ('official', 'efficient'):
-            raise ValueError(f'judge_mode must be official or efficient, not {mode!r}')
-        if name == 'exact_matching':
-            raise ValueError('R-Bench needs an LLM judge (pass --judge MODEL)')
-        seed = judge_kwargs.pop('caption_seed', None)
-        judge = self.judge(model=name, **judge_kwargs)
         tmp = get_intermediate_file_path(eval_file, '_rbench_judge', 'pkl')
         done = load_progress(tmp, logger)
         if mode == 'efficient':
-            seed = caption_seed(seed, done, tmp)
-        plans, demands, key, todo = judge_requests(items, mode, seed, done, judge_id(name, judge),
-                                                   eval_file)
+            caption_seed = resolve_caption_seed(caption_seed, done, tmp)
+        plans, demands, key, todo = judge_requests(items, mode, caption_seed, done,
+                                                   judge_id(name, judge), eval_file)
         if todo and not judge.working():
             raise RuntimeError(f'the judge {name} does not answer (judge.working() is False): set '
                                'its key (OPENAI_API_KEY) and endpoint (--judge-base-url), or pass '
@@ -205,5 +219,5 @@ class RBenchFull(ImageBaseDataset):
                      failed_keys=failed[:50], failures=dict(judge_failed_scores=len(failed)),
                      items=len(items))
         if mode == 'efficient':
-            block['caption_seed'] = seed
+            block['caption_seed'] = caption_seed
         return rows, block
