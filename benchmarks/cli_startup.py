@@ -1,10 +1,13 @@
-"""Start-up time of everyday commands: wall time of each in a fresh interpreter, and whether it imported torch or
-VLMEvalKit (`vlmeval`).
+"""Start-up time of everyday commands: wall time of each in a fresh interpreter, whether it imported torch or
+VLMEvalKit (`vlmeval`), and its ratio to `vlmeval-ext list` measured in the same run.
 
-    .venv/bin/python benchmarks/cli_startup.py [--runs 3] [--root REPO]
+    .venv/bin/python benchmarks/cli_startup.py [--runs 3] [--root REPO] [--work WORK_DIR]
 
 --root points at a checkout of vlmeval-ext (default: this one), so two revisions can be compared with the same
-script. The GRAB_DEMO / ReMI_DEMO predictions are the demo splits with the answers as predictions.
+script. The GRAB_DEMO / ReMI_DEMO predictions are the demo splits with the answers as predictions; the RoCOCO
+retrieval predictions are an embedding model's answers for a 200-image gallery (5 captions each, random unit
+vectors). --work adds `vlmeval-ext report WORK_DIR` (the work dir `bash run_examples.sh` leaves). The unknown
+`--data` line is timed after its warm-up run, which keeps the kit's dataset names (the first run of a kit imports it).
 """
 from __future__ import annotations
 
@@ -35,6 +38,25 @@ def predictions(root: Path, out: Path, dataset: str, demo: str) -> str:
     return str(path)
 
 
+def retrieval_predictions(out: Path, dataset: str, images: int = 200, captions: int = 5, dim: int = 64) -> str:
+    import numpy as np
+    import pandas as pd
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from vlmeval_ext.dataset.utils.rococo_retrieval import encode_vector
+    rng = np.random.default_rng(0)
+    rows = [{'kind': 'image', 'item': i, 'image_row': i, 'ground_truth': '', 'seed': 0, 'source': f'{i}.jpg',
+             'question': ''} for i in range(images)]
+    rows += [{'kind': 'text', 'item': k, 'image_row': k // captions, 'ground_truth': 'yes', 'seed': '',
+              'source': '', 'question': f'caption {k}'} for k in range(images * captions)]
+    vectors = rng.standard_normal((len(rows), dim))
+    frame = pd.DataFrame(rows)
+    frame.insert(0, 'index', range(len(frame)))
+    frame['prediction'] = [encode_vector(v / np.linalg.norm(v)) for v in vectors]
+    path = out / f'mymodel_{dataset}.tsv'
+    frame.to_csv(path, sep='\t', index=False)
+    return str(path)
+
+
 def measure(root: Path, argv: list[str], call: str, env: dict) -> tuple[float, dict]:
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, '-c', PROBE.format(argv=['prog', *argv], call=call)], cwd=root,
@@ -48,27 +70,41 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument('--runs', type=int, default=3)
     p.add_argument('--root', default=str(Path(__file__).resolve().parents[1]))
+    p.add_argument('--work', default=None, help='a work dir for `vlmeval-ext report` (run_examples.sh leaves one)')
     args = p.parse_args()
     root = Path(args.root).resolve()
     work = Path(tempfile.mkdtemp())
-    env = {**os.environ, 'PYTHONPATH': str(root), 'LMUData': str(work / 'LMUData')}
+    (work / 'LMUData').mkdir()
+    env = {**os.environ, 'PYTHONPATH': str(root), 'LMUData': str(work / 'LMUData'),
+           'VLMEVAL_EXT_CACHE': str(work / 'cache')}
     grab = predictions(root, work, 'GRAB_DEMO', 'demo/GRAB_DEMO.tsv')
     remi = predictions(root, work, 'ReMI_DEMO', 'demo/ReMI_DEMO.tsv')
+    retrieval = retrieval_predictions(work, 'RoCOCO-I2T-clean')
     commands = [('vlmeval-ext --help', ['--help'], CLI), ('vlmeval-ext list', ['list'], CLI),
                 ('python run.py --help', ['--help'], RUN_PY), ('vlmeval-ext run --help', ['run', '--help'], CLI),
                 ('vlmeval-ext leaderboard --help', ['leaderboard', '--help'], CLI),
                 ('vlmeval-ext eval --data GRAB_DEMO --pred ...', ['eval', '--data', 'GRAB_DEMO', '--pred', grab],
                  CLI),
                 ('vlmeval-ext eval --data ReMI_DEMO --pred ...', ['eval', '--data', 'ReMI_DEMO', '--pred', remi],
-                 CLI)]
-    print('| command | median wall (s) | runs (s) | imports torch | imports vlmeval |')
-    print('|---|---|---|---|---|')
+                 CLI),
+                ('vlmeval-ext eval --data RoCOCO-I2T-clean --pred ... (1,200 rows)',
+                 ['eval', '--data', 'RoCOCO-I2T-clean', '--pred', retrieval], CLI),
+                ('python run.py --data GRAB_DEMOO --model Naive-Baseline (unknown name)',
+                 ['--data', 'GRAB_DEMOO', '--model', 'Naive-Baseline', '--work-dir', str(work / 'runs')], RUN_PY)]
+    if args.work:
+        commands.append(('vlmeval-ext report WORK', ['report', str(Path(args.work).resolve()), '--out',
+                                                     str(work / 'report.html')], CLI))
+    print('| command | median wall (s) | runs (s) | x `list` | imports torch | imports vlmeval |')
+    print('|---|---|---|---|---|---|')
+    medians = {}
     for label, argv, call in commands:
-        measure(root, argv, call, env)   # warm the OS file cache
+        measure(root, argv, call, env)   # warm the OS file cache (and keep the kit's dataset names)
         runs = [measure(root, argv, call, env) for _ in range(args.runs)]
         walls = [w for w, _ in runs]
         info = runs[-1][1]
-        print(f'| `{label}` | {statistics.median(walls):.2f} | {", ".join(f"{w:.2f}" for w in walls)} | '
+        medians[label] = statistics.median(walls)
+        ratio = medians[label] / medians['vlmeval-ext list'] if 'vlmeval-ext list' in medians else float('nan')
+        print(f'| `{label}` | {medians[label]:.2f} | {", ".join(f"{w:.2f}" for w in walls)} | {ratio:.1f} | '
               f'{info.get("torch")} | {info.get("vlmeval")} |', flush=True)
 
 

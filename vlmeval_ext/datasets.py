@@ -30,15 +30,16 @@ import sys
 
 import pandas as pd
 
-from vlmeval_ext import evaluation, run_context
+from vlmeval_ext import evaluation
 from vlmeval_ext.dataset import grab, rbench_full, rococo_retrieval
-from vlmeval_ext.evaluation import JudgeIncomplete, self_model
+from vlmeval_ext.dataset.utils.exact_io import NO_JUDGE
+from vlmeval_ext.evaluation import JudgeIncomplete
 from vlmeval_ext.io import (DataError, file_md5, lmu_data_root, load_predictions, read_md5_sidecar, safe_name,
                             stem_path)
-from vlmeval_ext.judging import NO_JUDGE, OFFLINE_JUDGES, CachedJudge, build_kit_judge, shared_store
+from vlmeval_ext.judging import OFFLINE_JUDGES, CachedJudge, build_kit_judge, shared_store
 from vlmeval_ext.loading import (KIT_REFERENCE_MAX, BadImageCell, default_suffix, images_from_tsv,
                                  kit_ready_table, safe_join, write_image_cell)
-from vlmeval_ext.registry import BENCHMARKS, SMOKE_TEST_MODELS, load_object
+from vlmeval_ext.registry import BENCHMARKS, load_object
 
 
 _RECORDS = {r.key: r for r in BENCHMARKS}
@@ -288,9 +289,6 @@ class PluginDataset(LoadingChecks):
     def judges(self) -> list:
         return list(self._judges)
 
-    def extend_score(self, score: dict, eval_file: str) -> None:
-        """A benchmark's own additions to its score file (default: none)."""
-
 
 def _progress(path: str) -> dict | None:
     """A kit dialect's judge progress file, read only ({} when absent; None when cut short, the failures the kit
@@ -338,7 +336,7 @@ class GRAB(PluginDataset, grab.GRAB):
         self._handed = handed
         kwargs = dict(handed)
         name, protocol = self.judge_protocol(kwargs)
-        judge = None if name in grab.NO_JUDGE else self.cached_judge(name, kwargs)
+        judge = None if name in NO_JUDGE else self.cached_judge(name, kwargs)
         return self.evaluate_with(eval_file, judge, name, **protocol)
 
     def judge_requests(self, eval_file, judge, name):
@@ -489,12 +487,6 @@ class RoCOCORetrieval(PluginDataset, rococo_retrieval.RoCOCORetrieval):
         except (ValueError, OSError) as err:     # not base64, or not an image
             raise BadImageCell(f'{self.data_path}: index {line["index"]}, column \'image\': not a decodable base64 '
                                f'image ({type(err).__name__}: {str(err)[:80]})') from err
-
-    def extend_score(self, score: dict, eval_file: str) -> None:
-        if self_model(eval_file, self.dataset_name) in SMOKE_TEST_MODELS:
-            from vlmeval_ext.plugin.rococo_retrieval import SMOKE_TEST_NOTE
-            score['note'] = SMOKE_TEST_NOTE
-            run_context.current().say_once(f'[RoCOCO] {SMOKE_TEST_NOTE}')
 
 
 __all__ = ['GRAB', 'RBenchFull', 'ReMI', 'RoCOCOMCQ', 'RoCOCORetrieval', 'PluginDataset', 'LoadingChecks',

@@ -19,9 +19,10 @@ import time
 from pathlib import Path
 
 from vlmeval_ext import run_context
+from vlmeval_ext.dataset.utils.exact_io import NO_JUDGE
 from vlmeval_ext.errors import ExtError
 from vlmeval_ext.io import CutReplies, DataError, keep_uncut_replies, load_predictions, stem_path, write_json
-from vlmeval_ext.judging import NO_JUDGE, OFFLINE_JUDGES, PLUGIN_OPTIONS, PROTOCOL_OPTIONS, check_judge_options
+from vlmeval_ext.judging import OFFLINE_JUDGES, PLUGIN_OPTIONS, PROTOCOL_OPTIONS, check_judge_options
 from vlmeval_ext.locks import evaluation_lock
 from vlmeval_ext.registry import load_object
 
@@ -36,8 +37,7 @@ RESULT_SUFFIXES = ('.json', '.csv', '.tsv', '.xlsx', '.png', '.md')
 def evaluate(subject, record, eval_file: str, judge_kwargs: dict):
     """Evaluate `eval_file` for `subject` (a plugin dataset class's instance, or RuleScoring), which provides
     `dataset_name`, `begin(options, eval_file)`, `result_tag(kwargs)`, `judge_arguments(kwargs, notes)`,
-    `score(eval_file, handed)` (the table the kit prints), `judges()` (the CachedJudges it made) and
-    `extend_score(score, eval_file)`."""
+    `score(eval_file, handed)` (the table the kit prints) and `judges()` (the CachedJudges it made)."""
     with evaluation_lock(eval_file, record.title):
         return _evaluate(subject, record, str(eval_file), dict(judge_kwargs))
 
@@ -136,8 +136,8 @@ def add_to_score_file(subject, record, eval_file: str, score_path: str, coverage
         if paid['rate_limited']:
             print(f'[{record.title}] judge {judge.name}: {paid["rate_limited"]} rate-limited answer(s) '
                   f'(HTTP 429), each waited out and asked again; calls in flight went down to {lowest}')
-    subject.extend_score(score, eval_file)
     report = load_object(record.report)
+    report.extend_score(subject.dataset_name, eval_file, score)
     score.update(report.intervals(eval_file, score, tag))
     write_json(score, score_path)
     folder = self_model(eval_file, subject.dataset_name)
@@ -211,6 +211,3 @@ class RuleScoring:
 
     def judges(self) -> list:
         return []
-
-    def extend_score(self, score: dict, eval_file: str) -> None:
-        pass

@@ -204,11 +204,15 @@ def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str
                                        'ReMI, RoCOCO-MCQ; a second merge leaves it as it is)' if path in shared else '')
                       for path in files)
     notes_text = '\n'.join(f'- {n}' for n in [*notes, *(facts.get('open') or [])]) or '- none'
+    parquet = ' (with pyarrow, its parquet engine)' if any(
+        'parquet' in Path(source).read_text(encoding='utf-8') for source in files.values()) else ''
+    judged = (' with a local OpenAI-compatible judge' if record.judge in ('optional', 'required') else
+              ' (scored by its rules: no judge is built, and none is called)')
     return (f'# Add {record.title} ({", ".join(f"`{n}`" for n in record.names)})\n\n'
             f'{(module.__doc__ or "").strip()}\n\n'
             f'## Files\n\n{added}\n\nplus one import and one line inside `IMAGE_DATASET` in '
             f'`vlmeval/dataset/__init__.py`; {lines} lines in all. The files import only the kit, the standard '
-            'library, numpy, pandas (with pyarrow, its parquet engine) and Pillow.\n\n'
+            f'library, numpy, pandas{parquet} and Pillow.\n\n'
             '## Data\n\n'
             f'- Source: {data["source"]}.\n- Licence: {data["licence"]}.\n'
             f'- The TSV redistributes {data["redistributes"]}.\n'
@@ -220,7 +224,7 @@ def pr_text(record: Benchmark, files: dict, notes: list[str], lines: int) -> str
             'below on the benchmark\'s official data (the test that checks it in brackets). Its CI applies this '
             'patch alone to a copy of VLMEvalKit (commit e8e78f05, and the ms-vlmeval 0.0.20 package), checks that '
             'it applies after each of the other patches of the series (`git apply --3way`), and runs the demo '
-            "split through that copy's own `run.py` with a local OpenAI-compatible judge, twice: with a local "
+            f"split through that copy's own `run.py`{judged}, twice: with a local "
             "OpenAI-compatible model, and with the kit's own `Qwen2VLChat` on a tiny random-weight Qwen2-VL "
             "checkpoint (on the CPU). Each time it compares every score with the plugin's on the same "
             "predictions.\n\n"

@@ -49,6 +49,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from vlmeval_ext import run_context
+from vlmeval_ext.dataset.utils.exact_io import FAIL_MSG
 from vlmeval_ext.errors import ExtError
 from vlmeval_ext.interrupt import STOP
 
@@ -56,9 +57,7 @@ CACHE_ENV = 'VLMEVAL_EXT_CACHE'
 STORE_FILE = 'verdicts.sqlite'
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 60.0
-FAIL_MSG = 'Failed to obtain answer via API.'
 OFFLINE_JUDGES = ('offline', 'offline-minilm')
-NO_JUDGE = (None, '', 'exact_matching')
 # Judge arguments that are ours: read by vlmeval_ext.datasets, never handed to the kit's judge.
 PLUGIN_OPTIONS = ('cache', 'judge_retries', 'judge_backoff', 'judge_retry_rejected')
 # The protocol option of our benchmarks that the kit dialect reads itself (R-Bench's and GRAB's evaluate).

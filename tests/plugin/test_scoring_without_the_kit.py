@@ -1,8 +1,8 @@
-"""`vlmeval-ext eval` of a benchmark scored by rules (GRAB without an LLM judge, ReMI, RoCOCO-MCQ) does not import
-the kit: it runs the pure function of `dataset/utils/<bench>.py` that the kit-dialect `evaluate` wraps, and writes
-its tables as the kit's `dump` does. Here both paths score the same predictions (answers right, wrong, empty, the
-kit's failure text) and every file they write must have the same bytes; the kit-free path must not import
-`vlmeval` and the kit path must."""
+"""`vlmeval-ext eval` of a benchmark scored by rules (GRAB without an LLM judge, ReMI, RoCOCO-MCQ, RoCOCO retrieval)
+does not import the kit: it runs the pure function of `dataset/utils/<bench>.py` that the kit-dialect `evaluate`
+wraps, and writes its tables as the kit's `dump` does. Here both paths score the same predictions (answers right,
+wrong, empty, the kit's failure text; for retrieval, the embeddings of a real-annotation gallery) and every file
+they write must have the same bytes; the kit-free path must not import `vlmeval` and the kit path must."""
 from __future__ import annotations
 
 import json
@@ -23,7 +23,19 @@ PROBE = ('import json, sys\nfrom vlmeval_ext.cli import main\ncode = 0\ntry:\n  
 # the files each benchmark's evaluate writes (the plots are drawn from the score file: same code on both paths)
 WRITTEN = {'GRAB_DEMO': ('_score.json', '_acc.csv', '_items.tsv'),
            'ReMI_DEMO': ('_score.json', '_items.tsv', '_tasks.csv'),
-           'RoCOCO-MCQ-same_concept_DEMO': ('_score.json', '_acc.csv', '_items.tsv')}
+           'RoCOCO-MCQ-same_concept_DEMO': ('_score.json', '_acc.csv', '_items.tsv'),
+           'RoCOCO-I2T-same_concept': ('_score.json', '_acc.csv', '_ranks.tsv')}
+
+
+def _retrieval_predictions(folder, dataset: str, sources) -> str:
+    """An embedding model's predictions for a gallery of real RoCOCO annotation entries (generated images)."""
+    from helpers.rococo_sources import fake_predictions
+    from vlmeval_ext.prepare import rococo
+    preds, _ = fake_predictions(rococo.frame_for(dataset, *sources))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f'mymodel_{dataset}.tsv'
+    preds.to_csv(path, sep='\t', index=False)
+    return str(path)
 
 
 def _predictions(folder, dataset: str) -> str:
@@ -57,10 +69,15 @@ def _eval(pred: str, dataset: str, lmu, extra=()) -> dict:
 @pytest.mark.kit
 @pytest.mark.slow
 @pytest.mark.parametrize('dataset', sorted(WRITTEN))
-def test_eval_without_the_kit_writes_the_bytes_the_kit_dialect_evaluate_writes(dataset, tmp_path):
+def test_eval_without_the_kit_writes_the_bytes_the_kit_dialect_evaluate_writes(dataset, tmp_path, fixtures_dir):
     from vlmeval_ext.registry import benchmark_of, plugin_class_of
     free, kit = tmp_path / 'free', tmp_path / 'kit'
-    pred = _predictions(free, dataset)
+    retrieval = dataset.startswith('RoCOCO-I2T')
+    if retrieval:
+        from helpers.rococo_sources import write_sources
+        pred = _retrieval_predictions(free, dataset, write_sources(fixtures_dir, tmp_path))
+    else:
+        pred = _predictions(free, dataset)
     kit.mkdir()
     shutil.copy(pred, kit)
     assert _eval(pred, dataset, tmp_path) == {'code': 0, 'vlmeval': False}
@@ -79,8 +96,12 @@ def test_eval_without_the_kit_writes_the_bytes_the_kit_dialect_evaluate_writes(d
         name = f'mymodel_{dataset}{suffix}'
         assert (free / name).read_bytes() == (kit / name).read_bytes(), name
     score = json.loads((free / f'mymodel_{dataset}_score.json').read_text())
-    assert score['counts']['inference_failures'] > 0 and score['counts']['empty'] > 0
-    assert 'ci95' in score and 'coverage' in score
+    assert 'ci95' in score
+    if retrieval:                   # the 5 images and 51 captions of the gallery; R@K in percent
+        assert (score['n_images'], score['n_texts']) == (5, 51) and 0 <= score['metrics']['R@1'] <= 100
+    else:
+        assert score['counts']['inference_failures'] > 0 and score['counts']['empty'] > 0
+        assert 'coverage' in score
 
 
 @pytest.mark.slow
@@ -100,4 +121,5 @@ def test_only_an_llm_judge_or_a_benchmark_without_rules_needs_the_kit():
     assert not needs_the_kit(grab, {}) and not needs_the_kit(grab, {'model': 'offline'})
     assert needs_the_kit(grab, {'model': 'gpt-4o-mini'})
     assert not needs_the_kit(remi, {'model': 'gpt-4o-mini'}) and not needs_the_kit(mcq, {'model': 'gpt-4o-mini'})
-    assert needs_the_kit(rbench, {'model': 'offline'}) and needs_the_kit(retrieval, {})
+    assert not needs_the_kit(retrieval, {})
+    assert needs_the_kit(rbench, {'model': 'offline'}) and needs_the_kit(rbench, {'model': 'gpt-4o-mini'})

@@ -16,15 +16,13 @@ from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file
                          md5)
 from vlmeval.utils import track_progress_rich
 
-from .utils.exact_io import FAIL_MSG, is_infer_fail, judge_id, load_progress, read_text_table
+from .utils.exact_io import (FAIL_MSG, NO_JUDGE, is_infer_fail, judge_id, load_progress,
+                             read_text_table)
 from .utils.grab import (NO_ANSWER, NOT_JUDGED_NOTE, evaluation_files, extraction_prompt,
                          extraction_requests, item_rows, parse_extraction_reply, question_prompt,
                          result_table, settled_without_judge, summary_line)
 
 logger = get_logger(__name__)
-
-
-NO_JUDGE = (None, '', 'exact_matching')
 
 
 def extract_answer(judge, question, response):

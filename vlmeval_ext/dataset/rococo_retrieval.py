@@ -19,7 +19,7 @@ from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file
                          md5)
 
 from .utils.exact_io import read_text_table
-from .utils.rococo_retrieval import (result_table, retrieval_table, score_predictions)
+from .utils.rococo_retrieval import evaluation_files, result_table
 
 logger = get_logger(__name__)
 I2T = ('clean', 'same_concept', 'diff_concept', 'rand_voca', 'danger')
@@ -86,14 +86,11 @@ class RoCOCORetrieval(ImageBaseDataset):
     def evaluate(self, eval_file, **judge_kwargs):
         """Ranks the model's embeddings: writes _score.json, _acc.csv and _ranks.tsv (per query:
         the rank of its first positive, whether the top-1 is a false match, the top 5)."""
-        direction = 'i2t' if '-I2T-' in self.dataset_name else 't2i'
-        result, ranks = score_predictions(read_text_table(eval_file), direction, eval_file)
-        dump({'dataset': self.dataset_name, **result},
-             get_intermediate_file_path(eval_file, '_score', 'json'))
-        table = retrieval_table(result)
-        table.insert(0, 'dataset', self.dataset_name)
-        dump(table, get_intermediate_file_path(eval_file, '_acc', 'csv'))
-        dump(ranks, get_intermediate_file_path(eval_file, '_ranks', 'tsv'))
-        logger.info(f"RoCOCO {direction}: {result['n_images']} images, {result['n_texts']} "
-                    f"captions, R@1 {result['metrics']['R@1']:.2f} %")
-        return result_table(self.dataset_name, table)
+        files = evaluation_files(read_text_table(eval_file), self.dataset_name, eval_file)
+        for name, content in files.items():
+            suffix, fmt = name.rsplit('.', 1)
+            dump(content, get_intermediate_file_path(eval_file, suffix, fmt))
+        result = files['_score.json']
+        logger.info(f"RoCOCO {result['direction']}: {result['n_images']} images, "
+                    f"{result['n_texts']} captions, R@1 {result['metrics']['R@1']:.2f} %")
+        return result_table(self.dataset_name, files['_acc.csv'])

@@ -5,6 +5,7 @@ registry record names (`report`). The generic engines ask it and name no benchma
 - `summary_row(score)`: its row in `vlmeval-ext summary` and the leaderboard: {column with its unit: value};
 - `judge_arguments(kwargs, notes)` and `rule_files(...)`: what its evaluation takes, and its scoring without the
   kit where no LLM judge is used (vlmeval_ext.evaluation);
+- `extend_score(dataset, eval_file, score)`: its own additions to the score file (a note, say);
 - `run_record(dataset)`: what its scores depend on beyond the files (prompt templates, seeds, input mode), which
   the manifest stores (templates as sha1);
 - `write_extras(dataset, eval_file, score, tag, model)`: the plots and tables beside the score file (`model`: the
@@ -61,6 +62,10 @@ class Report:
         """The judge arguments the kit dialect's evaluate gets (a benchmark may drop a judge it cannot use, adding
         a note to `notes`)."""
         return judge_kwargs
+
+    def extend_score(self, dataset: str, eval_file: str, score: dict) -> None:
+        """The benchmark's own additions to the score file, before its intervals (default: none)."""
+        return None
 
     def write_extras(self, dataset: str, eval_file: str, score: Mapping, tag: str = '', model: str = '') -> None:
         """`model`: the model's name as the user typed it, for plot titles (default: the kit's folder name)."""

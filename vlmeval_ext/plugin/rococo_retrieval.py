@@ -47,6 +47,19 @@ class RoCOCORetrievalReport(Report):
                     'texts': score.get('n_texts')})
         return row
 
+    def rule_files(self, dataset, data, eval_file, judge_kwargs):
+        from vlmeval_ext.dataset.utils import rococo_retrieval as rules
+        files = rules.evaluation_files(data, dataset, eval_file)
+        return files, rules.result_table(dataset, files['_acc.csv'])
+
+    def extend_score(self, dataset, eval_file, score):
+        from vlmeval_ext import run_context
+        from vlmeval_ext.evaluation import self_model
+        from vlmeval_ext.registry import SMOKE_TEST_MODELS
+        if self_model(eval_file, dataset) in SMOKE_TEST_MODELS:
+            score['note'] = SMOKE_TEST_NOTE
+            run_context.current().say_once(f'[RoCOCO] {SMOKE_TEST_NOTE}')
+
     def run_record(self, dataset):
         return {'judge': {'model': None, 'mode': 'embedding ranking', 'retries': 0, 'endpoint_host': None}}
 

@@ -10,6 +10,8 @@ requests merge in any order. It holds what all of them need:
 - `load_progress` and `judge_id`: a judge progress file, read back only for the judge that
   wrote it.
 - `fill`: a prompt template filled in one pass.
+- `FAIL_MSG` and `NO_JUDGE`: the kit's failure text of a judge call, and the judge names that
+  mean no LLM judge.
 """
 import hashlib
 import os
@@ -21,6 +23,8 @@ import pandas as pd
 
 # The kit's API wrappers answer this when a call fails: no answer, never scored.
 FAIL_MSG = 'Failed to obtain answer via API.'
+# No LLM judge: none given, or run.py's `exact_matching` for a dataset scored by rules.
+NO_JUDGE = (None, '', 'exact_matching')
 # The kit's failure values: its API wrappers' fail_msg (and the all-turns-failed form), and
 # inference's SKIP_ERR text f'Failed to obtain answer: {type(err)} {err}'.
 _KIT_FAILURE = re.compile(r"Failed to obtain answer via API\.(?:: Failed with all possible "

@@ -232,6 +232,18 @@ def retrieval_table(result):
     return pd.DataFrame(rows)
 
 
+def evaluation_files(data, dataset_name, eval_file):
+    """What evaluate writes, by file suffix: the score file, the recall table (a row per mixing
+    seed and their mean), the per-query ranks (rank of the first positive, whether the top-1 is a
+    false match, the top 5)."""
+    direction = 'i2t' if '-I2T-' in dataset_name else 't2i'
+    result, ranks = score_predictions(data, direction, eval_file)
+    table = retrieval_table(result)
+    table.insert(0, 'dataset', dataset_name)
+    return {'_score.json': {'dataset': dataset_name, **result}, '_acc.csv': table,
+            '_ranks.tsv': ranks}
+
+
 def result_table(dataset, table):
     """What evaluate returns and the kit prints: the mean (or only) row first, the headline."""
     labels = {'R@1': 'R@1 (%)', 'R@5': 'R@5 (%)', 'R@10': 'R@10 (%)', 'R_mean': 'R_mean (%)',
