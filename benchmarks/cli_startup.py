@@ -8,6 +8,7 @@ script. The GRAB_DEMO / ReMI_DEMO predictions are the demo splits with the answe
 retrieval predictions are an embedding model's answers for a 200-image gallery (5 captions each, random unit
 vectors). --work adds `vlmeval-ext report WORK_DIR` (the work dir `bash run_examples.sh` leaves). The unknown
 `--data` line is timed after its warm-up run, which keeps the kit's dataset names (the first run of a kit imports it).
+PYTHONDONTWRITEBYTECODE is dropped for the commands, so they run as an installed package does, from cached bytecode.
 """
 from __future__ import annotations
 
@@ -75,8 +76,9 @@ def main():
     root = Path(args.root).resolve()
     work = Path(tempfile.mkdtemp())
     (work / 'LMUData').mkdir()
-    env = {**os.environ, 'PYTHONPATH': str(root), 'LMUData': str(work / 'LMUData'),
-           'VLMEVAL_EXT_CACHE': str(work / 'cache')}
+    # as an installed package runs: its bytecode cached (the warm-up run writes it where it is missing)
+    env = {**{k: v for k, v in os.environ.items() if k != 'PYTHONDONTWRITEBYTECODE'}, 'PYTHONPATH': str(root),
+           'LMUData': str(work / 'LMUData'), 'VLMEVAL_EXT_CACHE': str(work / 'cache')}
     grab = predictions(root, work, 'GRAB_DEMO', 'demo/GRAB_DEMO.tsv')
     remi = predictions(root, work, 'ReMI_DEMO', 'demo/ReMI_DEMO.tsv')
     retrieval = retrieval_predictions(work, 'RoCOCO-I2T-clean')
@@ -94,8 +96,8 @@ def main():
     if args.work:
         commands.append(('vlmeval-ext report WORK', ['report', str(Path(args.work).resolve()), '--out',
                                                      str(work / 'report.html')], CLI))
-    print('| command | median wall (s) | runs (s) | x `list` | imports torch | imports vlmeval |')
-    print('|---|---|---|---|---|---|')
+    print('| command | median wall (s) | runs (s) | x `list` | exit status | imports torch | imports vlmeval |')
+    print('|---|---|---|---|---|---|---|')
     medians = {}
     for label, argv, call in commands:
         measure(root, argv, call, env)   # warm the OS file cache (and keep the kit's dataset names)
@@ -105,7 +107,7 @@ def main():
         medians[label] = statistics.median(walls)
         ratio = medians[label] / medians['vlmeval-ext list'] if 'vlmeval-ext list' in medians else float('nan')
         print(f'| `{label}` | {medians[label]:.2f} | {", ".join(f"{w:.2f}" for w in walls)} | {ratio:.1f} | '
-              f'{info.get("torch")} | {info.get("vlmeval")} |', flush=True)
+              f'{info.get("code")} | {info.get("torch")} | {info.get("vlmeval")} |', flush=True)
 
 
 if __name__ == '__main__':
