@@ -106,6 +106,39 @@ def test_mcnemar_power_equals_the_sum_over_every_outcome():
         assert I.mcnemar_power(n, p_a, p_b) == pytest.approx(by_outcome, abs=1e-9), (n, p_a, p_b)
 
 
+def test_mcnemar_cuts_are_the_exact_tests_at_every_discordant_count():
+    """The cut of every m up to 5,000 (numpy sums of binomial probabilities) is scipy.stats' exact two-sided
+    binomial test's: the largest one-direction count with p <= 0.05 (the blocks of CUT_ROWS rows joined too)."""
+    from scipy.stats import binom
+    n = 5000
+    ms = np.arange(1, n + 1)
+    got = I._mcnemar_cuts_upto(n)
+    expected = np.full(n, -1.0)
+    for m in ms:
+        c = int(binom.ppf(0.025, m, 0.5))                         # the 2.5 % quantile, then settled exactly
+        while c >= 0 and 2 * binom.cdf(c, m, 0.5) > 0.05:
+            c -= 1
+        while c + 1 <= m and 2 * binom.cdf(c + 1, m, 0.5) <= 0.05:
+            c += 1
+        expected[m - 1] = c
+    assert (got == expected).all(), np.flatnonzero(got != expected)[:5] + 1
+
+
+def test_mcnemar_power_equals_scipys_binomial_sum_at_large_n():
+    """At GRAB's 2,170 items and beyond, the trinomial sum over the counts that carry the mass equals the sum over
+    every discordant count with scipy.stats' binomial, to 1e-10: what the band leaves out is negligible."""
+    from scipy.stats import binom
+    for n, p_a, p_b in [(2170, 0.3, 0.34), (2170, 0.5, 0.47), (600, 0.02, 0.05), (300, 1.0, 0.99),
+                        (5000, 0.7, 0.72), (1000, 0.001, 0.0)]:
+        wr, rw = (1 - p_a) * p_b, p_a * (1 - p_b)
+        ms = np.arange(1, n + 1)
+        cuts = I._mcnemar_cuts_upto(n)
+        theta = wr / (wr + rw)
+        rejects = np.where(cuts >= 0, binom.cdf(cuts, ms, theta) + binom.sf(ms - cuts - 1, ms, theta), 0.0)
+        expected = float((binom.pmf(ms, n, wr + rw) * rejects).sum())
+        assert I.mcnemar_power(n, p_a, p_b) == pytest.approx(expected, abs=1e-10), (n, p_a, p_b)
+
+
 def test_detectable_difference_never_prints_zero():
     constant = I.detectable('design', 1.0, 24, 0.5, 0.0, 23)
     assert constant['value'] is None and constant['note'].startswith('no variation in this run')

@@ -19,7 +19,11 @@ from helpers.kit_run import REPO_ROOT
 FAIL = 'Failed to obtain answer via API.'
 PROBE = ('import json, sys\nfrom vlmeval_ext.cli import main\ncode = 0\ntry:\n    main(sys.argv[1:])\n'
          'except SystemExit as e:\n    code = e.code or 0\n'
-         'print(json.dumps({"code": code, "vlmeval": "vlmeval" in sys.modules}), file=sys.stderr)\n')
+         'print(json.dumps({"code": code, "vlmeval": "vlmeval" in sys.modules, "scipy": "scipy" in sys.modules, '
+         '"pyplot": "matplotlib.pyplot" in sys.modules}), file=sys.stderr)\n')
+# a mean of 0/1 items (GRAB, RoCOCO-MCQ) gets its interval and exact McNemar power from numpy alone, and no plot
+# goes through pyplot: neither is imported by their evaluation
+NO_SCIPY = ('GRAB_DEMO', 'RoCOCO-MCQ-same_concept_DEMO')
 # the files each benchmark's evaluate writes (the plots are drawn from the score file: same code on both paths)
 WRITTEN = {'GRAB_DEMO': ('_score.json', '_acc.csv', '_items.tsv'),
            'ReMI_DEMO': ('_score.json', '_items.tsv', '_tasks.csv'),
@@ -80,7 +84,10 @@ def test_eval_without_the_kit_writes_the_bytes_the_kit_dialect_evaluate_writes(d
         pred = _predictions(free, dataset)
     kit.mkdir()
     shutil.copy(pred, kit)
-    assert _eval(pred, dataset, tmp_path) == {'code': 0, 'vlmeval': False}
+    run = _eval(pred, dataset, tmp_path)
+    assert (run['code'], run['vlmeval'], run['pyplot']) == (0, False, False)
+    if dataset in NO_SCIPY:
+        assert not run['scipy']
 
     import vlmeval.dataset  # noqa: F401  (the kit, as run.py loads it)
     from vlmeval_ext.evaluation import evaluate
@@ -107,7 +114,8 @@ def test_eval_without_the_kit_writes_the_bytes_the_kit_dialect_evaluate_writes(d
 @pytest.mark.slow
 def test_grab_with_the_offline_judge_is_scored_without_the_kit_and_says_llm_extracted_was_skipped(tmp_path):
     pred = _predictions(tmp_path / 'p', 'GRAB_DEMO')
-    assert _eval(pred, 'GRAB_DEMO', tmp_path, ['--judge', 'offline']) == {'code': 0, 'vlmeval': False}
+    run = _eval(pred, 'GRAB_DEMO', tmp_path, ['--judge', 'offline'])
+    assert (run['code'], run['vlmeval'], run['scipy']) == (0, False, False)
     score = json.loads((tmp_path / 'p' / 'mymodel_GRAB_DEMO_score.json').read_text())
     assert 'llm_extracted' not in score
     assert any('llm_extracted: skipped (--judge offline' in note for note in score['notes'])

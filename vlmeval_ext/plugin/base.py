@@ -115,19 +115,11 @@ def read_table(path: str):
     return pd.read_csv(path, sep='\t' if path.endswith('.tsv') else ',', dtype=str, keep_default_na=False)
 
 
-def plt_module():
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def save_figure(plt, fig, path, title: str = '', dpi: int = 110) -> None:
-    """The figure with its run title on top (wrapped to the figure's width), written to `path` (the title also as the
-    PNG's Title) and closed."""
+def save_figure(fig, path, title: str = '', dpi: int = 110) -> None:
+    """The figure (vlmeval_ext.records.plots.new_figure) with its run title on top (wrapped to the figure's width),
+    written to `path` (the title also as the PNG's Title)."""
     from vlmeval_ext.records.plots import wrapped
     if title:
         fig.suptitle(wrapped(title, fig.get_figwidth(), 10), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=dpi, metadata={'Title': title} if title else None)
-    plt.close(fig)

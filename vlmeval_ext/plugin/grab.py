@@ -14,10 +14,10 @@ from typing import Mapping
 import pandas as pd
 
 from vlmeval_ext.io import stem_path
-from vlmeval_ext.plugin.base import Report, plt_module, read_table, save_figure
+from vlmeval_ext.plugin.base import Report, read_table, save_figure
 from vlmeval_ext.records.compare import Headline, item_table, num, plain
 from vlmeval_ext.records.intervals import Intervals, binary, binary_detectable, wilson
-from vlmeval_ext.records.plots import model_of_file, no_plot_line, run_title
+from vlmeval_ext.records.plots import model_of_file, new_figure, no_plot_line, run_title
 from vlmeval_ext.records.report_html import Section, col, read_file, verdict
 
 
@@ -89,8 +89,8 @@ def plot_complexity(scores: Mapping, path, title: str = '') -> bool:
     if not scorings:
         return False
     from vlmeval_ext.dataset.utils.grab import TASKS
-    plt = plt_module()
-    fig, axes = plt.subplots(1, len(scorings), figsize=(5 * len(scorings), 4.3), squeeze=False, sharey=True)
+    fig = new_figure(figsize=(5 * len(scorings), 4.3))
+    axes = fig.subplots(1, len(scorings), squeeze=False, sharey=True)
     markers = ('o', 's', '^', 'D')
     for ax, scoring in zip(axes[0], scorings):
         for task, by_complexity in scores[scoring]['task x complexity'].items():
@@ -104,7 +104,7 @@ def plot_complexity(scores: Mapping, path, title: str = '') -> bool:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel('accuracy (%)')
     axes[0][-1].legend(title='task')
-    save_figure(plt, fig, path, title, dpi=100)
+    save_figure(fig, path, title, dpi=100)
     return True
 
 

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from vlmeval_ext.io import stem_path
-from vlmeval_ext.plugin.base import Report, plt_module, read_table, save_figure
+from vlmeval_ext.plugin.base import Report, read_table, save_figure
 from vlmeval_ext.records.compare import Headline, item_table, num, plain
 from vlmeval_ext.records.intervals import design_detectable, dimension_masks, robustness
-from vlmeval_ext.records.plots import model_of_file, no_plot_line, run_title
+from vlmeval_ext.records.plots import model_of_file, new_figure, no_plot_line, run_title
 from vlmeval_ext.records.report_html import Section, col, number, read_file
 
 
@@ -43,8 +43,7 @@ def plot_radar(table: Mapping, path, title: str = '') -> bool:
     if not any(dims for _, dims in panels):
         return False
     import numpy as np
-    plt = plt_module()
-    fig = plt.figure(figsize=(11, 5.4))
+    fig = new_figure(figsize=(11, 5.4))
     for k, (label, dims) in enumerate(panels):
         polar = len(dims) >= MIN_RADAR_AXES
         ax = fig.add_subplot(1, 2, k + 1, projection='polar' if polar else None)
@@ -69,16 +68,16 @@ def plot_radar(table: Mapping, path, title: str = '') -> bool:
         missing = (len(STEPS) if label == 'steps' else len(GROUPS)) - len(dims)
         ax.set_title(f'by {label} (0-1)' + (f'; {missing} without items not shown' if missing else ''), fontsize=9)
         ax.legend(loc='upper right', bbox_to_anchor=(1.3, 1.12) if polar else None, fontsize=8)
-    save_figure(plt, fig, path, title, dpi=110)
+    save_figure(fig, path, title, dpi=110)
     return True
 
 
 def plot_task_strength(table: Mapping, path, title: str = '', tasks=('MCQ', 'VQA', 'CAP')) -> None:
     """Heatmap per metric: rows tasks, columns low/mid/high."""
     import numpy as np
-    plt = plt_module()
     levels = ('low', 'mid', 'high')
-    fig, axes = plt.subplots(1, len(table), figsize=(4.5 * len(table), 3.2), squeeze=False)
+    fig = new_figure(figsize=(4.5 * len(table), 3.2))
+    axes = fig.subplots(1, len(table), squeeze=False)
     for ax, (metric, values) in zip(axes[0], table.items()):
         grid = np.array([[np.nan if values.get(f'{t}-{s}') is None else values[f'{t}-{s}'] for s in levels]
                          for t in tasks], dtype=float)
@@ -92,7 +91,7 @@ def plot_task_strength(table: Mapping, path, title: str = '', tasks=('MCQ', 'VQA
                             color='white' if grid[i, j] < 0.5 else 'black', fontsize=9)
         ax.set_title(f'{metric} (0-1)')
         fig.colorbar(im, ax=ax, fraction=0.046)
-    save_figure(plt, fig, path, title, dpi=110)
+    save_figure(fig, path, title, dpi=110)
 
 
 class RBenchReport(Report):

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 
 from vlmeval_ext.io import stem_path
-from vlmeval_ext.plugin.base import Report, plt_module, read_table
+from vlmeval_ext.plugin.base import Report, read_table
 from vlmeval_ext.records.compare import Headline, item_table, num
 from vlmeval_ext.records.intervals import (LEVEL, Intervals, design_detectable, korn_graubard, rounded, task_mean,
                                            wilson)
-from vlmeval_ext.records.plots import model_of_file, no_plot_line, run_title, wrapped
+from vlmeval_ext.records.plots import model_of_file, new_figure, no_plot_line, run_title, wrapped
 from vlmeval_ext.records.report_html import Section, col, read_file, verdict
 from vlmeval_ext.registry import benchmark_of
 
@@ -107,12 +107,12 @@ def remi_markdown(summary: Mapping, model_name: str = '') -> str:
 
 
 def remi_bars(summary: Mapping, out_path, model_name: str = 'model', title: str = '') -> Path:
-    plt = plt_module()
     tasks = list(summary['accuracy']['task'])
     model = [summary['accuracy']['task'][t] or 0.0 for t in tasks]
     base = [summary['naive_baseline']['task'][t] or 0.0 for t in tasks]
     xs = range(len(tasks))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(tasks) + 2), 4.2))
+    fig = new_figure(figsize=(max(6.0, 0.8 * len(tasks) + 2), 4.2))
+    ax = fig.subplots()
     width = 0.4
     bars = ax.bar([x - width / 2 for x in xs], model, width, label=f'{model_name} (official)', color='#3b75af')
     ax.bar_label(bars, fmt='%.0f', fontsize=7)          # a 0 % bar shows "0", not a missing bar
@@ -127,7 +127,6 @@ def remi_bars(summary: Mapping, out_path, model_name: str = 'model', title: str 
     ax.legend()
     fig.tight_layout()
     fig.savefig(out_path, dpi=110, metadata={'Title': title} if title else None)
-    plt.close(fig)
     return Path(out_path)
 
 

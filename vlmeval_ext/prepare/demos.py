@@ -81,13 +81,13 @@ def _curve(record):
 
 def render_plot(record):
     """A small RGBA PNG plot (the official images are RGBA too), opened as a PIL image."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
     from PIL import Image
 
+    from vlmeval_ext.records.plots import new_figure
+
     xs, ys, faithful = _curve(record)
-    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    fig = new_figure(figsize=FIGSIZE, dpi=DPI)
+    ax = fig.subplots()
     ax.plot(xs, ys, linewidth=1.2)
     ax.axhline(0, color='black', linewidth=0.6)
     ax.axvline(0, color='black', linewidth=0.6)
@@ -97,7 +97,6 @@ def render_plot(record):
         ax.set_title(f'stand-in plot (pid {record["pid"]})', fontsize=7)
     buffer = io.BytesIO()
     fig.savefig(buffer, format='png', transparent=True)
-    plt.close(fig)
     buffer.seek(0)
     return Image.open(buffer)
 

@@ -147,71 +147,87 @@ def chunked_draws(groups: np.ndarray, b: int = B):
 
 
 # ------------------------------------------------------------------------------------------------ power
-# scipy.special, not scipy.stats: the same functions (scipy.stats calls them), without scipy.stats' 0.5 s import and
-# its per-call argument checks, which a bisection calling them dozens of times per evaluation paid each time
+# scipy.special, not scipy.stats, for the t test's power: the same functions (scipy.stats calls them), without
+# scipy.stats' 0.5 s import and its per-call argument checks, which a bisection calling them dozens of times per
+# evaluation paid each time
 def t_quantile(q: float, df: float) -> float:
     """Student's t quantile (scipy.stats' t.ppf)."""
     from scipy.special import stdtrit
     return float(stdtrit(df, q))
 
 
-def binom_pmf(k: np.ndarray, n, p: float) -> np.ndarray:
-    from scipy.special import gammaln, xlog1py, xlogy
-    return np.exp(gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1) + xlogy(k, p) + xlog1py(n - k, -p))
+@functools.lru_cache(maxsize=8)
+def _log_factorials(n: int) -> np.ndarray:
+    """log k! for k = 0..n (math.lgamma: exact to the last bit or two, unlike a running sum of logs)."""
+    return np.array([math.lgamma(k + 1.0) for k in range(n + 1)])
 
 
-def binom_cdf(k: np.ndarray, n: np.ndarray, p: float) -> np.ndarray:
-    """P(X <= k) for X ~ Binomial(n, p); 0 where k < 0."""
-    from scipy.special import bdtr
-    k = np.asarray(k, dtype=float)
-    return np.where(k < 0, 0.0, bdtr(np.maximum(k, 0), n, p))
+def _xlogy(k: np.ndarray, p: float) -> np.ndarray:
+    """k log p, 0 where k == 0 (also when p == 0)."""
+    with np.errstate(divide='ignore', invalid='ignore'):
+        return np.where(k == 0, 0.0, k * math.log(p) if p > 0 else -np.inf)
 
 
-def binom_sf(k: np.ndarray, n: np.ndarray, p: float) -> np.ndarray:
-    """P(X > k) for X ~ Binomial(n, p); 1 where k < 0."""
-    from scipy.special import bdtrc
-    k = np.asarray(k, dtype=float)
-    return np.where(k < 0, 1.0, bdtrc(np.maximum(k, 0), n, p))
+def _band(n: int, p: float) -> np.ndarray:
+    """The counts of Binomial(n, p) that carry its mass: mean +- 9 sd, and 12 more for the heavier tail of a small
+    mean; what lies outside is under 1e-18 of it."""
+    sd = math.sqrt(n * p * (1 - p))
+    return np.arange(max(0, math.floor(n * p - 9 * sd - 12)), min(n, math.ceil(n * p + 9 * sd + 12)) + 1)
+
+
+# The exact McNemar test's cuts and power are computed here with numpy alone (log-factorials and sums of binomial
+# probabilities), which keeps scipy out of every evaluation of a mean of 0/1 items: tests/plugin/
+# test_interval_coverage_and_power.py checks both against scipy.stats.
+CUT_ROWS = 4096                          # rows of m per block in _mcnemar_cuts_upto (memory: rows x window floats)
 
 
 @functools.lru_cache(maxsize=64)
 def _mcnemar_cuts_upto(n: int) -> np.ndarray:
-    """_mcnemar_cuts of m = 1..n (the same for every pair of accuracies: computed once per item count)."""
-    from scipy.special import bdtrik
-    ms = np.arange(1, n + 1)
-    cuts = np.clip(np.floor(np.nan_to_num(bdtrik(ALPHA / 2, ms, 0.5), nan=-1.0)), -1, ms).astype(float)
-    while True:                          # settle the continuous inverse on the exact rule, one count at a time
-        up = (cuts + 1 <= ms) & (2 * binom_cdf(cuts + 1, ms, 0.5) <= ALPHA)
-        down = (cuts >= 0) & (2 * binom_cdf(cuts, ms, 0.5) > ALPHA)
-        if not (up.any() or down.any()):
-            return cuts
-        cuts = cuts + up - down
+    """_mcnemar_cuts of m = 1..n (the same for every pair of accuracies: computed once per item count). For each m,
+    P(X <= j), X ~ Binomial(m, 1/2), is summed over the j from 10 sd below m/2 up to m/2 (the mass below is under
+    1e-22 of ALPHA); the cut is the last j where twice that is <= ALPHA."""
+    lf = _log_factorials(n)
+    cuts = np.empty(n, dtype=float)
+    width = int(5 * math.sqrt(n)) + 3
+    for first in range(1, n + 1, CUT_ROWS):
+        ms = np.arange(first, min(n, first + CUT_ROWS - 1) + 1)[:, None]
+        j = ms // 2 - np.arange(width)[::-1][None, :]            # ascending; the last column is floor(m/2)
+        inside = j >= 0
+        jj = np.where(inside, j, 0)
+        probs = np.where(inside, np.exp(lf[ms] - lf[jj] - lf[ms - jj] - ms * math.log(2)), 0.0)
+        rejected = (2 * np.cumsum(probs, axis=1) <= ALPHA) & inside
+        count = rejected.sum(axis=1)                              # rejected j: a run from the first one inside
+        last = j[np.arange(len(ms)), np.maximum((~inside).sum(axis=1) + count - 1, 0)]
+        cuts[first - 1:first - 1 + len(ms)] = np.where(count > 0, last, -1)
+    return cuts
 
 
 def _mcnemar_cuts(ms: np.ndarray) -> np.ndarray:
-    """For each count m of discordant pairs: the largest count c of one direction that the exact two-sided McNemar
-    test at ALPHA rejects (p = 2 P(X <= c) <= ALPHA, X ~ Binomial(m, 1/2)); -1 when no count is rejected. The test
-    rejects exactly the counts b <= c and b >= m - c (the binomial at 1/2 is symmetric)."""
+    """For each count m >= 1 of discordant pairs: the largest count c of one direction that the exact two-sided
+    McNemar test at ALPHA rejects (p = 2 P(X <= c) <= ALPHA, X ~ Binomial(m, 1/2)); -1 when no count is rejected.
+    The test rejects exactly the counts b <= c and b >= m - c (the binomial at 1/2 is symmetric)."""
     ms = np.asarray(ms)
-    return _mcnemar_cuts_upto(int(ms.max()))[ms - 1] if len(ms) else np.asarray([], dtype=float)
+    return _mcnemar_cuts_upto(int(ms.max()))[ms - 1] if ms.size else np.asarray([], dtype=float)
 
 
 def mcnemar_power(n: int, p_a: float, p_b: float) -> float:
     """The power of the exact McNemar test at ALPHA for two uncorrelated runs of accuracies p_a and p_b on n
-    items: the discordant count M ~ Binomial(n, pi), given M the wrong->right count ~ Binomial(M, theta). One
-    vectorised pass over M (linear in n)."""
+    items: the counts (b, r) of wrong->right and right->wrong items are trinomial (n; wr, rw, 1 - wr - rw), and the
+    test rejects when min(b, r) <= the cut of m = b + r. The sum runs over the counts that carry the mass."""
     wr, rw = (1 - p_a) * p_b, p_a * (1 - p_b)
     pi = wr + rw
     if pi <= 0:
         return 0.0
-    theta = min(1.0, wr / pi)
-    ms = np.arange(1, n + 1)
-    weights = binom_pmf(ms, n, pi)
-    keep = weights >= 1e-12
-    ms, weights = ms[keep], weights[keep]
-    cuts = _mcnemar_cuts(ms)
-    rejects = np.where(cuts >= 0, binom_cdf(cuts, ms, theta) + binom_sf(ms - cuts - 1, ms, theta), 0.0)
-    return float((weights * rejects).sum())
+    b, r = _band(n, wr)[:, None], _band(n, rw)[None, :]
+    m = b + r
+    possible = (m <= n) & (m >= 1)
+    rest = np.where(possible, n - m, 0)
+    lf = _log_factorials(n)
+    logp = (lf[n] - lf[b] - lf[r] - lf[rest] + _xlogy(b, wr) + _xlogy(r, rw)
+            + _xlogy(rest, max(0.0, 1 - pi)))
+    cut = _mcnemar_cuts_upto(n)[np.clip(m, 1, n) - 1]
+    rejects = possible & (np.minimum(b, r) <= cut)
+    return float(np.exp(np.where(rejects, logp, -np.inf)).sum())
 
 
 def _smallest(power_of, top: float, steps: int = 60) -> float | None:

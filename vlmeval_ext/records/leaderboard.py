@@ -281,10 +281,9 @@ def plot_leaderboard(layouts: Sequence[Layout], path: str | Path, dataset_name: 
     """One heatmap per layout in the paper's layout (rows sorted as in the table, columns as published), every
     cell annotated; our rows are labelled "(ours)" in blue, quoted-not-verified paper rows end with "*"."""
     import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
     import numpy as np
 
+    from vlmeval_ext.records.plots import new_figure
     panels = [(layout, _sorted_rows(layout)) for layout in layouts]
     panels = [(layout, rows) for layout, rows in panels
               if rows and any(r.get(c) is not None for r in rows for c in layout.columns)]
@@ -292,8 +291,8 @@ def plot_leaderboard(layouts: Sequence[Layout], path: str | Path, dataset_name: 
         raise ValueError(f'{dataset_name}: nothing to plot (no run or published row has a value)')
     width = max(6.0, 0.75 * max(len(layout.columns) for layout, _ in panels) + 3.0)
     heights = [0.32 * len(rows) + 1.3 for _, rows in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(width, sum(heights)), squeeze=False,
-                             gridspec_kw={'height_ratios': heights})
+    fig = new_figure(figsize=(width, sum(heights)))
+    axes = fig.subplots(len(panels), 1, squeeze=False, gridspec_kw={'height_ratios': heights})
     for ax, (layout, rows) in zip(axes[:, 0], panels):
         grid = np.array([[np.nan if r.get(c) is None else float(r[c]) for c in layout.columns] for r in rows])
         cmap = matplotlib.colormaps['viridis'].with_extremes(bad='#eeeeee')
@@ -323,7 +322,6 @@ def plot_leaderboard(layouts: Sequence[Layout], path: str | Path, dataset_name: 
     fig.suptitle(f'{dataset_name}: our runs (blue labels) and published rows (* = quoted, not verified)', fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def write_leaderboard(dataset_name: str, work_dir: str | Path, out_prefix: str | Path | None = None,

@@ -5,6 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def new_figure(**kwargs):
+    """A matplotlib Figure drawn by the Agg canvas, without pyplot: no process-wide figure registry or backend
+    choice, and a lighter import. `kwargs` go to Figure (figsize, dpi)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
+
+
 def model_of_file(eval_file: str | Path, dataset: str) -> str:
     """The `<model>` of the kit's `<model>_<dataset>.<ext>` (else the file's stem)."""
     stem = Path(eval_file).stem
