@@ -24,19 +24,16 @@ from __future__ import annotations
 import functools
 import os
 import os.path as osp
-import pickle
 import shutil
 import sys
 
 import pandas as pd
 
 from vlmeval_ext import evaluation
-from vlmeval_ext.dataset import grab, rbench_full, rococo_retrieval
-from vlmeval_ext.dataset.utils.exact_io import NO_JUDGE
 from vlmeval_ext.evaluation import JudgeIncomplete
 from vlmeval_ext.io import (DataError, file_md5, lmu_data_root, load_predictions, read_md5_sidecar, safe_name,
                             stem_path)
-from vlmeval_ext.judging import OFFLINE_JUDGES, CachedJudge, build_kit_judge, shared_store
+from vlmeval_ext.judging import CachedJudge, build_kit_judge, shared_store
 from vlmeval_ext.loading import (KIT_REFERENCE_MAX, BadImageCell, default_suffix, images_from_tsv,
                                  kit_ready_table, safe_join, write_image_cell)
 from vlmeval_ext.registry import BENCHMARKS, load_object
@@ -290,19 +287,6 @@ class PluginDataset(LoadingChecks):
         return list(self._judges)
 
 
-def _progress(path: str) -> dict | None:
-    """A kit dialect's judge progress file, read only ({} when absent; None when cut short, the failures the kit
-    dialect's load_progress catches too: the evaluation then moves it aside and says so in one line)."""
-    try:
-        with open(path, 'rb') as f:
-            data = pickle.load(f)
-    except FileNotFoundError:
-        return {}
-    except (EOFError, pickle.UnpicklingError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 # ---------------------------------------------------------------------------------------------- the benchmarks
 def _plugin_names(lower, record) -> tuple[dict, dict, dict]:
     urls = {**lower.DATASET_URL, **{name: '' for name in record.demos}}
@@ -313,180 +297,26 @@ def _plugin_names(lower, record) -> tuple[dict, dict, dict]:
 
 @functools.lru_cache(maxsize=None)
 def plugin_class_of(key: str):
-    """The class register() puts into the kit for the benchmark `key`: its record's `plugin_class` where it names one
-    (a benchmark that needs more than the common steps, below), else PluginDataset in front of its kit-dialect class,
-    under the kit-dialect class's name: a new benchmark needs no class here."""
+    """The class register() puts into the kit for the benchmark `key`: PluginDataset in front of its kit-dialect
+    class, under the kit-dialect class's name, with the benchmark's own steps in front of both where its record names
+    them (`plugin_steps`, a kit-free class of its plugin file): a benchmark needs no class here."""
     record = _RECORDS[key]
-    if record.plugin_class:
-        return load_object(record.plugin_class)
     lower = load_object(record.kit_class)
+    steps = (load_object(record.plugin_steps),) if record.plugin_steps else ()
     urls, md5s, files = _plugin_names(lower, record)
-    return type(lower.__name__, (PluginDataset, lower),
+    return type(lower.__name__, (*steps, PluginDataset, lower),
                 {'record_key': key, 'DATASET_URL': urls, 'DATASET_MD5': md5s, 'DEMO_FILES': files,
                  'REQUIRED_COLUMNS': record.required_columns, '__module__': __name__,
-                 '__doc__': f'{lower.__name__} with the plugin\'s steps (PluginDataset).'})
+                 '__doc__': f'{lower.__name__} with the plugin\'s steps'
+                            + (f' ({steps[0].__name__}, PluginDataset).' if steps else ' (PluginDataset).')})
 
 
-class GRAB(PluginDataset, grab.GRAB):
-    record_key = 'GRAB'
-    DATASET_URL, DATASET_MD5, DEMO_FILES = _plugin_names(grab.GRAB, _RECORDS['GRAB'])
-    REQUIRED_COLUMNS = _RECORDS['GRAB'].required_columns
-
-    def score(self, eval_file, handed):
-        self._handed = handed
-        kwargs = dict(handed)
-        name, protocol = self.judge_protocol(kwargs)
-        judge = None if name in NO_JUDGE else self.cached_judge(name, kwargs)
-        return self.evaluate_with(eval_file, judge, name, **protocol)
-
-    def judge_requests(self, eval_file, judge, name):
-        from vlmeval.smp import get_intermediate_file_path
-
-        from vlmeval_ext.dataset.utils import grab as rules
-        from vlmeval_ext.dataset.utils.exact_io import is_infer_fail, judge_id, read_text_table
-        done = _progress(get_intermediate_file_path(eval_file, '_grab_extraction', 'pkl'))
-        if done is None:
-            return None
-        rows = [{'index': item['index'], 'question': item['question'], 'prediction': item['prediction'],
-                 'answer': rules.answer_text(item['answer'], item['question']),
-                 'failed': True if is_infer_fail(item['prediction']) else None}
-                for item in read_text_table(eval_file).to_dict('records')]
-        mode = self._handed.get('judge_mode', 'official')
-        _, todo = rules.extraction_requests(rows, done, judge_id(name, judge), mode)
-        return [(rules.extraction_prompt(q, p), 1) for q, p in todo.values()], len(rows), False
-
-
-class RBenchFull(PluginDataset, rbench_full.RBenchFull):
-    record_key = 'R-Bench-Full'
-    DATASET_URL, DATASET_MD5, DEMO_FILES = _plugin_names(rbench_full.RBenchFull, _RECORDS['R-Bench-Full'])
-    REQUIRED_COLUMNS = _RECORDS['R-Bench-Full'].required_columns
-
-    def judge_arguments(self, judge_kwargs, notes):
-        if judge_kwargs.get('model') in NO_JUDGE[1:]:
-            raise JudgeIncomplete('R-Bench needs an LLM judge (the kit would fall back to exact matching): pass '
-                                  '--judge MODEL (an OpenAI-compatible judge, see README) or --judge offline')
-        if judge_kwargs.get('model') in OFFLINE_JUDGES:
-            from vlmeval_ext.offline_judge import OFFLINE_LABEL
-            notes.append(f"judge {judge_kwargs['model']}: {OFFLINE_LABEL}; every table says so")
-        elif judge_kwargs.get('judge_mode') == 'efficient' and judge_kwargs.get('caption_seed') is None:
-            # drawn here, not in the kit dialect, so the calls can be counted before judging: the seed a started
-            # progress file holds (a resumed run keeps its draws), else a fresh random one
-            saved = (_progress(self._progress_file()) or {}).get('caption_seed')
-            judge_kwargs['caption_seed'] = int(saved) if saved is not None else int.from_bytes(os.urandom(4), 'big')
-        return judge_kwargs
-
-    def _progress_file(self) -> str:
-        from vlmeval.smp import get_intermediate_file_path
-        return get_intermediate_file_path(self._eval_file, '_rbench_judge', 'pkl')
-
-    def score(self, eval_file, handed):
-        self._handed = handed
-        kwargs = dict(handed)
-        name, protocol = self.judge_protocol(kwargs)
-        items, counts, failed_rows = self.read_pairs(eval_file)
-        if name in OFFLINE_JUDGES:
-            from vlmeval_ext.offline_judge import score_items_offline
-            rows, block = score_items_offline(items, name)
-        else:
-            judge = self.cached_judge(name, kwargs)
-            self.settle_cached_prompts(judge, name)
-            rows, block = self.score_items(items, eval_file, judge, name, **protocol)
-        return self.write_results(eval_file, counts, failed_rows, rows, block, protocol['mode'])
-
-    def settle_cached_prompts(self, judge, name: str) -> None:
-        """Before the kit dialect's judging loop: each prompt still to judge whose every verdict the verdict cache
-        holds is asked of the cache alone (the dialect's own `ask`, so its result is what the loop would get) and
-        written to the dialect's progress file in one write. The loop then judges only the rest: the kit's
-        `track_progress_rich` rewrites that file after every item it finishes, which made a fully cached rerun
-        grow with the square of the items."""
-        from vlmeval_ext.dataset.utils import rbench_full as rules
-        from vlmeval_ext.dataset.utils.exact_io import judge_id, read_text_table
-        from vlmeval_ext.judging import CacheReader, NotInCache
-        path = self._progress_file()
-        done = _progress(path)
-        if judge.store is None or done is None:     # no cache; a cut-short progress file: the dialect says so
-            return
-        mode = self._handed.get('judge_mode', 'official')
-        try:
-            items = rules.pair_rows(read_text_table(self._eval_file), self._eval_file)[0]
-            _, demands, key, todo = rules.judge_requests(items, mode, self._handed.get('caption_seed'), done,
-                                                         judge_id(name, judge), self._eval_file)
-        except (ValueError, KeyError):
-            return                                  # bad input: the evaluation itself says where, in one line
-        found = {}
-        for prompt in todo:
-            try:
-                result = rules.ask(CacheReader(judge), prompt, *demands[prompt][:2])
-            except NotInCache:
-                continue
-            if result['failed'] is None:
-                found[key[prompt]] = result
-        if not found:
-            return
-        tmp = f'{path}.tmp{os.getpid()}'
-        with open(tmp, 'wb') as f:
-            pickle.dump({**done, **found}, f)
-        os.replace(tmp, path)
-        judge.put_in_progress_file = sum(r['calls'] for r in found.values())
-
-    def judge_requests(self, eval_file, judge, name):
-        from vlmeval_ext.dataset.utils import rbench_full as rules
-        from vlmeval_ext.dataset.utils.exact_io import judge_id, read_text_table
-        done = _progress(self._progress_file())
-        if done is None:
-            return None
-        mode = self._handed.get('judge_mode', 'official')
-        items = rules.pair_rows(read_text_table(eval_file), eval_file)[0]
-        _, demands, _, todo = rules.judge_requests(items, mode, self._handed.get('caption_seed'), done,
-                                                   judge_id(name, judge), eval_file)
-        return [(p, rules.calls_of(demands, p)) for p in todo], len(items), mode == 'efficient'
-
-    def result_tag(self, judge_kwargs):
-        return '_efficient' if judge_kwargs.get('judge_mode') == 'efficient' else ''
-
-
-# ReMI and RoCOCO-MCQ need nothing beyond the common steps: the classes their records leave to plugin_class_of
+# Every benchmark's class, as register() puts it into the kit (names for tests and for `--config` lookups)
+GRAB = plugin_class_of('GRAB')
+RBenchFull = plugin_class_of('R-Bench-Full')
 ReMI = plugin_class_of('ReMI')
 RoCOCOMCQ = plugin_class_of('RoCOCO-MCQ')
-
-
-class RoCOCORetrieval(PluginDataset, rococo_retrieval.RoCOCORetrieval):
-    record_key = 'RoCOCO-retrieval'
-    DATASET_URL, DATASET_MD5, DEMO_FILES = _plugin_names(rococo_retrieval.RoCOCORetrieval,
-                                                         _RECORDS['RoCOCO-retrieval'])
-    REQUIRED_COLUMNS = _RECORDS['RoCOCO-retrieval'].required_columns
-
-    def image_rows(self, data):
-        kinds = {str(k) for k in data['kind']}
-        if not kinds <= {'image', 'text'}:
-            raise DataError(f'{self.data_path}: column \'kind\' must be image or text, found {sorted(kinds)}')
-        return [str(k) == 'image' for k in data['kind']]
-
-    def validated(self, data, path):
-        # The kit dialect's load_data keeps the image column aside (caption rows have none): checked with it.
-        table = super().validated(data.assign(image=self._images.values), path)
-        self._images = table.pop('image')
-        return table
-
-    def load_data(self, dataset):
-        if self._from_predictions:
-            self._images = pd.Series(dtype=object)
-        return super().load_data(dataset)
-
-    def post_build(self, dataset):
-        if self._from_predictions:
-            self.meta_only = True
-            return
-        super().post_build(dataset)
-
-    def dump_image(self, line):
-        self.image_folder()
-        safe_join(self.img_root, f'{line["index"]}.jpg', f'{self.data_path}: index {line["index"]}')
-        try:
-            return rococo_retrieval.RoCOCORetrieval.dump_image(self, line)
-        except (ValueError, OSError) as err:     # not base64, or not an image
-            raise BadImageCell(f'{self.data_path}: index {line["index"]}, column \'image\': not a decodable base64 '
-                               f'image ({type(err).__name__}: {str(err)[:80]})') from err
+RoCOCORetrieval = plugin_class_of('RoCOCO-retrieval')
 
 
 __all__ = ['GRAB', 'RBenchFull', 'ReMI', 'RoCOCOMCQ', 'RoCOCORetrieval', 'PluginDataset', 'LoadingChecks',

@@ -309,6 +309,21 @@ def stem_path(eval_file, suffix: str) -> str:
     return base + suffix
 
 
+def read_progress(path: str) -> dict | None:
+    """A kit dialect's judge progress file (the kit's `dump` of a dict to .pkl), read only: {} when absent; None when
+    cut short, the failures the kit dialect's load_progress catches too (the evaluation then moves it aside and says
+    so in one line)."""
+    import pickle
+    try:
+        with open(path, 'rb') as f:
+            data = pickle.load(f)
+    except FileNotFoundError:
+        return {}
+    except (EOFError, pickle.UnpicklingError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def write_json(obj, path) -> None:
     tmp = f'{path}.tmp{os.getpid()}'
     with open(tmp, 'w', encoding='utf-8') as f:

@@ -7,9 +7,10 @@ functions are named as 'module:attribute' and imported only where they are used.
 A record joins the two layers of a benchmark:
 - `kit_class`: the dataset in the kit's own dialect (vlmeval_ext/dataset/<bench>.py with its
   vlmeval_ext/dataset/utils/<bench>.py), the file that goes upstream as it is; `names` are its dataset names;
-- `plugin_class` (vlmeval_ext.datasets): that class with what the plugin adds (the demo splits, strict loading
-  checks, the cached judge, coverage, intervals, plots); it is what `register()` puts into the kit; None (the usual
-  case) means PluginDataset in front of the kit class (`datasets.plugin_class_of`), no class of its own;
+- what `register()` puts into the kit is that class with what the plugin adds (the demo splits, strict loading
+  checks, the cached judge, coverage, intervals, plots): PluginDataset in front of the kit class
+  (`datasets.plugin_class_of`), and in front of both the benchmark's own steps where it has some (`plugin_steps`, a
+  kit-free class in its plugin file); no benchmark has a class of its own (`plugin_class` is the -RC wrapper's);
 - the plugin's own half, one file `vlmeval_ext/plugin/<bench>.py`: `report` (its REPORT: summary row, run record,
   plots, intervals, the headlines `compare` tests, its report-page section) and `naive` (the weight-free baseline's
   answer); and `prepare` (the official release -> the kit TSV, vlmeval_ext/prepare/<bench>.py).
@@ -36,8 +37,8 @@ class Benchmark:
     key: str                                  # short name ('GRAB'); also the export's patch name
     title: str                                # how summary tables and the leaderboard head it
     kit_class: str                            # 'module:Class' of the kit-dialect dataset (exported as is)
-    plugin_class: str | None                  # 'module:Class' of what register() puts into the kit; None: the
-                                              # kit-dialect class behind the plugin's common steps
+    plugin_class: str | None                  # 'module:Class' of what register() puts into the kit (-RC only);
+                                              # None: the kit-dialect class behind the plugin's steps
     names: tuple[str, ...]                    # the kit class's dataset names (its DATASET_URL keys)
     demos: dict = field(default_factory=dict)         # plugin-only demo names -> TSV file in vlmeval_ext/demo/
     demo_md5: dict = field(default_factory=dict)      # demo TSV file -> its md5
@@ -54,6 +55,7 @@ class Benchmark:
     judge: str = 'rules'                              # rules | optional (GRAB) | required (R-Bench) | embeddings
     export_extra: tuple = ()                          # further kit-dialect files of its patch ('module' names)
     kit_models: dict = field(default_factory=dict)    # kit models its patch adds: name -> (module:Class, kwargs)
+    plugin_steps: str | None = None                   # 'module:Class' in its plugin file: its own dataset steps
 
     def all_names(self) -> list[str]:
         return [*self.names, *self.demos]
@@ -85,7 +87,7 @@ _ROCOCO_EMBEDDERS = {
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         key='R-Bench-Full', title='R-Bench', kit_class='vlmeval_ext.dataset.rbench_full:RBenchFull',
-        plugin_class='vlmeval_ext.datasets:RBenchFull',
+        plugin_class=None, plugin_steps='vlmeval_ext.plugin.rbench:RBenchSteps',
         names=('R-Bench-Full', 'R-Bench-Full-MCQ', 'R-Bench-Full-VQA', 'R-Bench-Full-CAP'),
         demos={'R-Bench-Full_DEMO': 'R-Bench-Full_DEMO.tsv'},
         demo_md5={'R-Bench-Full_DEMO.tsv': '965a45d85589a3720f607f1295f9b4b4'},
@@ -100,7 +102,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         naive='vlmeval_ext.plugin.rbench:naive_answer', report='vlmeval_ext.plugin.rbench:REPORT', spec='rbench',
         judge='required', export_extra=('vlmeval_ext.scripts.build_rbench_full_tsv',)),
     Benchmark(
-        key='GRAB', title='GRAB', kit_class='vlmeval_ext.dataset.grab:GRAB', plugin_class='vlmeval_ext.datasets:GRAB',
+        key='GRAB', title='GRAB', kit_class='vlmeval_ext.dataset.grab:GRAB', plugin_class=None,
+        plugin_steps='vlmeval_ext.plugin.grab:GRABSteps',
         names=('GRAB',), demos={'GRAB_DEMO': 'GRAB_DEMO.tsv'},
         demo_md5={'GRAB_DEMO.tsv': '68c37ee40912e1390716c4df194092fb'},
         required_columns=('index', 'pid', 'question', 'answer', 'task', 'category', 'complexity', 'image'),
@@ -134,7 +137,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         key='RoCOCO-retrieval', title='RoCOCO retrieval',
         kit_class='vlmeval_ext.dataset.rococo_retrieval:RoCOCORetrieval',
-        plugin_class='vlmeval_ext.datasets:RoCOCORetrieval',
+        plugin_class=None, plugin_steps='vlmeval_ext.plugin.rococo_retrieval:RoCOCORetrievalSteps',
         names=(*(f'RoCOCO-I2T-{k}' for k in ('clean', 'same_concept', 'diff_concept', 'rand_voca', 'danger')),
                'RoCOCO-T2I-mix', 'RoCOCO-T2I-patch'),
         required_columns=('index', 'kind', 'item', 'image_row', 'ground_truth', 'seed', 'source', 'question',

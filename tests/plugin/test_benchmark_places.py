@@ -36,8 +36,10 @@ def test_every_record_names_what_exists():
         kit_module = record.kit_class.partition(':')[0]
         for module in (kit_module, kit_module.replace('.dataset.', '.dataset.utils.')):
             assert (REPO_ROOT / (module.replace('.', '/') + '.py')).is_file(), (record.key, module)
-        if record.plugin_class:
-            assert record.plugin_class.startswith('vlmeval_ext.datasets:'), record.key
+        assert record.plugin_class is None, record.key          # the class is made from the record
+        if record.plugin_steps:                                  # its own steps live in its plugin file
+            assert record.plugin_steps.partition(':')[0] == record.report.partition(':')[0], record.key
+            assert isinstance(load_object(record.plugin_steps), type), record.key
         if record.prepare:
             module = record.prepare.partition(':')[0]
             assert (REPO_ROOT / (module.replace('.', '/') + '.py')).is_file(), record.key
@@ -54,7 +56,7 @@ def test_the_architecture_doc_lists_every_place():
     for place in ('vlmeval_ext/dataset/<bench>.py', 'vlmeval_ext/dataset/utils/<bench>.py', 'registry.py',
                   'vlmeval_ext/plugin/<bench>.py', 'REPORT', 'naive_answer'):
         assert place in needed, place
-    for place in ('datasets.py', 'prepare/<bench>.py', 'dataset_specs/<bench>.yaml',
+    for place in ('plugin_steps', 'prepare/<bench>.py', 'dataset_specs/<bench>.yaml',
                   'dataset_specs/pull_requests.yaml', 'vlmeval_ext/demo/'):
         assert place in optional, place
     assert 'three files and one record' in needed and 'test_a_new_benchmark.py' in needed

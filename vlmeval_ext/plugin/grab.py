@@ -2,7 +2,8 @@
 
 Its `Report` (the registry record's `report`): the summary row, the run record, the complexity plot, the 95 %
 intervals (Wilson per scoring x task, category and complexity), the items `compare` reads and the report page's
-section; and `naive_answer`, what `Naive-Baseline` answers. Kit-free.
+section; `GRABSteps`, what the plugin's dataset class adds to the kit dialect's steps; and `naive_answer`, what
+`Naive-Baseline` answers. Kit-free.
 """
 from __future__ import annotations
 
@@ -146,6 +147,37 @@ def page_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
                col('normalized', 'normalized'), col('llm_extracted', 'llm_extracted')]
     filters = [{'key': k, 'label': k} for k in ('task', 'category', 'complexity', 'official', 'normalized')]
     return Section(title, 'GRAB', columns, rows, filters)
+
+
+class GRABSteps:
+    """GRAB's steps in front of the plugin's common ones: `datasets.plugin_class_of` puts this class before
+    `PluginDataset` and the kit-dialect `GRAB`. The llm_extracted judge is a CachedJudge, and the calls it is about to
+    make are counted before judging. Kit-free to import; the methods run where the kit runs the dataset."""
+
+    def score(self, eval_file, handed):
+        from vlmeval_ext.dataset.utils.exact_io import NO_JUDGE
+        self._handed = handed
+        kwargs = dict(handed)
+        name, protocol = self.judge_protocol(kwargs)
+        judge = None if name in NO_JUDGE else self.cached_judge(name, kwargs)
+        return self.evaluate_with(eval_file, judge, name, **protocol)
+
+    def judge_requests(self, eval_file, judge, name):
+        from vlmeval.smp import get_intermediate_file_path
+
+        from vlmeval_ext.dataset.utils import grab as rules
+        from vlmeval_ext.dataset.utils.exact_io import is_infer_fail, judge_id, read_text_table
+        from vlmeval_ext.io import read_progress
+        done = read_progress(get_intermediate_file_path(eval_file, '_grab_extraction', 'pkl'))
+        if done is None:
+            return None
+        rows = [{'index': item['index'], 'question': item['question'], 'prediction': item['prediction'],
+                 'answer': rules.answer_text(item['answer'], item['question']),
+                 'failed': True if is_infer_fail(item['prediction']) else None}
+                for item in read_text_table(eval_file).to_dict('records')]
+        mode = self._handed.get('judge_mode', 'official')
+        _, todo = rules.extraction_requests(rows, done, judge_id(name, judge), mode)
+        return [(rules.extraction_prompt(q, p), 1) for q, p in todo.values()], len(rows), False
 
 
 def naive_answer(prompt_text: str, dataset: str) -> str:

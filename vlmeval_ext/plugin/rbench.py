@@ -2,7 +2,8 @@
 
 Its `Report`: the summary row, the run record, the robustness table with its intervals, the radar and task x
 strength plots, the 95 % intervals (Korn-Graubard within task x strength) and the judge's own noise, the items
-`compare` reads and the report page's section; and `naive_answer`, what `Naive-Baseline` answers. Kit-free.
+`compare` reads and the report page's section; `RBenchSteps`, what the plugin's dataset class adds to the kit
+dialect's steps; and `naive_answer`, what `Naive-Baseline` answers. Kit-free.
 """
 from __future__ import annotations
 
@@ -251,6 +252,108 @@ def page_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
                {'key': 'strength', 'label': 'strength'}, {'key': 'view', 'label': 'view'}]
     return Section(title, 'R-Bench', columns, rows, filters,
                    'view "right on the reference, wrong on the distorted": sort by distortion to see what broke')
+
+
+class RBenchSteps:
+    """R-Bench's steps in front of the plugin's common ones (`datasets.plugin_class_of` puts this class before
+    `PluginDataset` and the kit-dialect `RBenchFull`): no judge or exact matching is refused, the offline judge
+    scores without one, efficient mode's caption seed is drawn before judging (so the calls can be counted), and the
+    prompts whose verdicts the verdict cache holds are settled before the dialect's judging loop. Kit-free to import;
+    the methods run where the kit runs the dataset."""
+
+    def judge_arguments(self, judge_kwargs, notes):
+        from vlmeval_ext.dataset.utils.exact_io import NO_JUDGE
+        from vlmeval_ext.evaluation import JudgeIncomplete
+        from vlmeval_ext.io import read_progress
+        from vlmeval_ext.judging import OFFLINE_JUDGES
+        if judge_kwargs.get('model') in NO_JUDGE[1:]:
+            raise JudgeIncomplete('R-Bench needs an LLM judge (the kit would fall back to exact matching): pass '
+                                  '--judge MODEL (an OpenAI-compatible judge, see README) or --judge offline')
+        if judge_kwargs.get('model') in OFFLINE_JUDGES:
+            from vlmeval_ext.offline_judge import OFFLINE_LABEL
+            notes.append(f"judge {judge_kwargs['model']}: {OFFLINE_LABEL}; every table says so")
+        elif judge_kwargs.get('judge_mode') == 'efficient' and judge_kwargs.get('caption_seed') is None:
+            # drawn here, not in the kit dialect, so the calls can be counted before judging: the seed a started
+            # progress file holds (a resumed run keeps its draws), else a fresh random one
+            import os
+            saved = (read_progress(self._progress_file()) or {}).get('caption_seed')
+            judge_kwargs['caption_seed'] = int(saved) if saved is not None else int.from_bytes(os.urandom(4), 'big')
+        return judge_kwargs
+
+    def _progress_file(self) -> str:
+        from vlmeval.smp import get_intermediate_file_path
+        return get_intermediate_file_path(self._eval_file, '_rbench_judge', 'pkl')
+
+    def score(self, eval_file, handed):
+        from vlmeval_ext.judging import OFFLINE_JUDGES
+        self._handed = handed
+        kwargs = dict(handed)
+        name, protocol = self.judge_protocol(kwargs)
+        items, counts, failed_rows = self.read_pairs(eval_file)
+        if name in OFFLINE_JUDGES:
+            from vlmeval_ext.offline_judge import score_items_offline
+            rows, block = score_items_offline(items, name)
+        else:
+            judge = self.cached_judge(name, kwargs)
+            self.settle_cached_prompts(judge, name)
+            rows, block = self.score_items(items, eval_file, judge, name, **protocol)
+        return self.write_results(eval_file, counts, failed_rows, rows, block, protocol['mode'])
+
+    def settle_cached_prompts(self, judge, name: str) -> None:
+        """Before the kit dialect's judging loop: each prompt still to judge whose every verdict the verdict cache
+        holds is asked of the cache alone (the dialect's own `ask`, so its result is what the loop would get) and
+        written to the dialect's progress file in one write. The loop then judges only the rest: the kit's
+        `track_progress_rich` rewrites that file after every item it finishes, which made a fully cached rerun
+        grow with the square of the items."""
+        import os
+        import pickle
+
+        from vlmeval_ext.dataset.utils import rbench_full as rules
+        from vlmeval_ext.dataset.utils.exact_io import judge_id, read_text_table
+        from vlmeval_ext.io import read_progress
+        from vlmeval_ext.judging import CacheReader, NotInCache
+        path = self._progress_file()
+        done = read_progress(path)
+        if judge.store is None or done is None:     # no cache; a cut-short progress file: the dialect says so
+            return
+        mode = self._handed.get('judge_mode', 'official')
+        try:
+            items = rules.pair_rows(read_text_table(self._eval_file), self._eval_file)[0]
+            _, demands, key, todo = rules.judge_requests(items, mode, self._handed.get('caption_seed'), done,
+                                                         judge_id(name, judge), self._eval_file)
+        except (ValueError, KeyError):
+            return                                  # bad input: the evaluation itself says where, in one line
+        found = {}
+        for prompt in todo:
+            try:
+                result = rules.ask(CacheReader(judge), prompt, *demands[prompt][:2])
+            except NotInCache:
+                continue
+            if result['failed'] is None:
+                found[key[prompt]] = result
+        if not found:
+            return
+        tmp = f'{path}.tmp{os.getpid()}'
+        with open(tmp, 'wb') as f:
+            pickle.dump({**done, **found}, f)
+        os.replace(tmp, path)
+        judge.put_in_progress_file = sum(r['calls'] for r in found.values())
+
+    def judge_requests(self, eval_file, judge, name):
+        from vlmeval_ext.dataset.utils import rbench_full as rules
+        from vlmeval_ext.dataset.utils.exact_io import judge_id, read_text_table
+        from vlmeval_ext.io import read_progress
+        done = read_progress(self._progress_file())
+        if done is None:
+            return None
+        mode = self._handed.get('judge_mode', 'official')
+        items = rules.pair_rows(read_text_table(eval_file), eval_file)[0]
+        _, demands, _, todo = rules.judge_requests(items, mode, self._handed.get('caption_seed'), done,
+                                                   judge_id(name, judge), eval_file)
+        return [(p, rules.calls_of(demands, p)) for p in todo], len(items), mode == 'efficient'
+
+    def result_tag(self, judge_kwargs):
+        return '_efficient' if judge_kwargs.get('judge_mode') == 'efficient' else ''
 
 
 # One constant per R-Bench task: the first option, a fixed short answer, a caption that fits any image.

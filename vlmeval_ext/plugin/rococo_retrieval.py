@@ -3,7 +3,8 @@
 
 Its `Report`: the summary row, the run record, the 95 % intervals (Korn-Graubard with the images as clusters,
 text-to-image averaged over the mixing seeds), the ranks `compare` reads and the report page's section (top 5 per
-query). Embedding models rank, so there is no naive answer. Kit-free.
+query); `RoCOCORetrievalSteps`, what the plugin's dataset class adds to the kit dialect's steps. Embedding models
+rank, so there is no naive answer. Kit-free.
 """
 from __future__ import annotations
 
@@ -157,6 +158,42 @@ def page_section(title, dataset, eval_file, tag, thumbs) -> Section | None:
             if len(rows) < total else '')
     return Section(title, 'RoCOCO retrieval', columns, rows, [{'key': 'seed', 'label': 'seed'},
                                                               {'key': 'top1', 'label': 'top 1'}], note, total)
+
+
+class RoCOCORetrievalSteps:
+    """RoCOCO retrieval's steps in front of the plugin's common ones (`datasets.plugin_class_of` puts this class
+    before `PluginDataset` and the kit-dialect `RoCOCORetrieval`): the gallery's caption rows hold no image, so the
+    loading checks ask for one only on image rows, and an image cell that does not decode is one line naming its
+    row. Kit-free to import; the methods run where the kit runs the dataset."""
+
+    def image_rows(self, data):
+        from vlmeval_ext.io import DataError
+        kinds = {str(k) for k in data['kind']}
+        if not kinds <= {'image', 'text'}:
+            raise DataError(f'{self.data_path}: column \'kind\' must be image or text, found {sorted(kinds)}')
+        return [str(k) == 'image' for k in data['kind']]
+
+    def validated(self, data, path):
+        # The kit dialect's load_data keeps the image column aside (caption rows have none): checked with it.
+        table = super().validated(data.assign(image=self._images.values), path)
+        self._images = table.pop('image')
+        return table
+
+    def load_data(self, dataset):
+        if self._from_predictions:
+            self._images = pd.Series(dtype=object)
+        return super().load_data(dataset)
+
+    def dump_image(self, line):
+        from vlmeval_ext.dataset.rococo_retrieval import RoCOCORetrieval
+        from vlmeval_ext.loading import BadImageCell, safe_join
+        self.image_folder()
+        safe_join(self.img_root, f'{line["index"]}.jpg', f'{self.data_path}: index {line["index"]}')
+        try:
+            return RoCOCORetrieval.dump_image(self, line)
+        except (ValueError, OSError) as err:     # not base64, or not an image
+            raise BadImageCell(f'{self.data_path}: index {line["index"]}, column \'image\': not a decodable base64 '
+                               f'image ({type(err).__name__}: {str(err)[:80]})') from err
 
 
 REPORT = RoCOCORetrievalReport(read_headlines, page_section)
