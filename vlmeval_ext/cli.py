@@ -82,9 +82,10 @@ def cmd_eval(argv):
     kwargs = eval_judge_kwargs(args)
     from vlmeval_ext.interrupt import EXIT_STATUS, handling_ctrl_c, interrupted
     from vlmeval_ext.launcher import interrupted_line
-    from vlmeval_ext.evaluation import RuleScoring, evaluate, needs_the_kit
+    from vlmeval_ext.evaluation import evaluate, without_the_kit
     from vlmeval_ext.registry import plugin_class_of, register
-    if needs_the_kit(record, kwargs):           # an LLM judge, or a benchmark only the kit dialect scores
+    subject = without_the_kit(record, args.data, args.pred, kwargs)
+    if subject is None:                         # an LLM judge to ask, or a benchmark only the kit dialect scores
         register(redact_logs=True, quiet_notices=True)
         dataset = plugin_class_of(record).for_predictions(args.data, args.pred)
 
@@ -92,7 +93,7 @@ def cmd_eval(argv):
             return dataset.evaluate(args.pred, **kwargs)
     else:                                       # the same rules, without the kit's 10-20 s import
         def score():
-            return evaluate(RuleScoring(record, args.data), record, args.pred, kwargs)
+            return evaluate(subject, record, args.pred, kwargs)
     try:
         with handling_ctrl_c(interrupted_line):
             result = score()

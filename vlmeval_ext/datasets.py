@@ -33,7 +33,9 @@ from vlmeval_ext import evaluation
 from vlmeval_ext.evaluation import JudgeIncomplete
 from vlmeval_ext.io import (DataError, file_md5, lmu_data_root, load_predictions, read_md5_sidecar, safe_name,
                             stem_path)
-from vlmeval_ext.judging import CachedJudge, build_kit_judge, shared_store
+from vlmeval_ext.judging import (CachedJudge, build_kit_judge, cache_dir, judge_identity, kit_judge_arguments,
+                                 shared_store)
+from vlmeval_ext.kit_workarounds.judge_resolution import remember
 from vlmeval_ext.loading import (KIT_REFERENCE_MAX, BadImageCell, default_suffix, images_from_tsv,
                                  kit_ready_table, safe_join, write_image_cell)
 from vlmeval_ext.registry import BENCHMARKS, load_object
@@ -229,7 +231,9 @@ class PluginDataset(LoadingChecks):
         options = self._judge_options
         store = shared_store() if options.get('cache', True) else None
         stem = stem_path(self._eval_file, '') if self._eval_file else None
-        judge = CachedJudge(build_kit_judge(name, **dict(judge_kwargs)), name, store=store,
+        kit_judge = build_kit_judge(name, **dict(judge_kwargs))
+        remember(name, kit_judge_arguments(judge_kwargs), kit_judge, cache_dir(), judge_identity)  # `eval`, no kit
+        judge = CachedJudge(kit_judge, name, store=store,
                             log_path=f'{stem}_{safe_name(name)}_verdicts.jsonl' if stem else None,
                             unstored_path=f'{stem}_unstored_verdicts.jsonl' if stem else None,
                             retries=options.get('judge_retries', 3), backoff=options.get('judge_backoff', 0.5),
@@ -246,23 +250,7 @@ class PluginDataset(LoadingChecks):
         return None
 
     def say_judge_plan(self, judge, name: str) -> None:
-        """One line before judging: the judge calls to make, how many of them the verdict cache answers, the items."""
-        try:
-            planned = self.judge_requests(self._eval_file, judge, name) if self._eval_file else None
-        except (ValueError, KeyError):
-            planned = None                       # bad input: the evaluation itself says where, in one line
-        if not planned or not planned[0]:
-            return
-        requests, items, upper = planned
-        calls = sum(n for _, n in requests)
-        upto = 'up to ' if upper else ''
-        if judge.store is None:
-            reused = 'the verdict cache is off (every call is made)'
-        else:
-            found = sum(judge.store.get(judge.key(prompt, slot)) is not None
-                        for prompt, n in requests for slot in range(1, n + 1))
-            reused = f'{upto}{found} verdicts reused from the cache'
-        print(f'{self.dataset_name}: {upto}{calls} judge calls to make, {reused}, {items} items', flush=True)
+        evaluation.say_judge_plan(self, judge, name)
 
     def judge_arguments(self, judge_kwargs: dict, notes: list) -> dict:
         """The judge arguments the kit dialect's evaluate gets: the plugin file's rule (plugin.base.Report)."""

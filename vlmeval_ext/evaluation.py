@@ -49,9 +49,7 @@ def _evaluate(subject, record, eval_file: str, judge_kwargs: dict):
     from vlmeval_ext.prepare.common import subset_note
     from vlmeval_ext.secrets import mask_echoed_keys
     dataset = subject.dataset_name
-    ours = {k: judge_kwargs.pop(k) for k in (*PLUGIN_OPTIONS, *PROTOCOL_OPTIONS) if k in judge_kwargs}
-    options = check_judge_options({**run_context.current().options, **ours})
-    judge_kwargs.update({k: options[k] for k in PROTOCOL_OPTIONS if k in options})
+    options, judge_kwargs = split_judge_kwargs(judge_kwargs)
     subject.begin(options, eval_file)
     restore_verbatim(eval_file)
     mask_echoed_keys(eval_file)
@@ -94,6 +92,36 @@ def _evaluate(subject, record, eval_file: str, judge_kwargs: dict):
     for note in notes:
         run_context.current().say_once(f'[{record.title}] {note}')
     return table
+
+
+def say_judge_plan(subject, judge, name: str) -> None:
+    """One line before judging: the judge calls to make, how many of them the verdict cache answers, the items (from
+    `subject.judge_requests`, where the benchmark plans its calls ahead)."""
+    try:
+        planned = subject.judge_requests(subject._eval_file, judge, name) if subject._eval_file else None
+    except (ValueError, KeyError):
+        planned = None                       # bad input: the evaluation itself says where, in one line
+    if not planned or not planned[0]:
+        return
+    requests, items, upper = planned
+    calls = sum(n for _, n in requests)
+    upto = 'up to ' if upper else ''
+    if judge.store is None:
+        reused = 'the verdict cache is off (every call is made)'
+    else:
+        found = sum(judge.store.get(judge.key(prompt, slot)) is not None
+                    for prompt, n in requests for slot in range(1, n + 1))
+        reused = f'{upto}{found} verdicts reused from the cache'
+    print(f'{subject.dataset_name}: {upto}{calls} judge calls to make, {reused}, {items} items', flush=True)
+
+
+def split_judge_kwargs(judge_kwargs: dict) -> tuple[dict, dict]:
+    """(our judge options, checked; the judge arguments the benchmark's scoring gets, with the protocol options)."""
+    kwargs = dict(judge_kwargs)
+    ours = {k: kwargs.pop(k) for k in (*PLUGIN_OPTIONS, *PROTOCOL_OPTIONS) if k in kwargs}
+    options = check_judge_options({**run_context.current().options, **ours})
+    kwargs.update({k: options[k] for k in PROTOCOL_OPTIONS if k in options})
+    return options, kwargs
 
 
 def add_to_score_file(subject, record, eval_file: str, score_path: str, coverage, notes: list, judges: list,
@@ -170,13 +198,19 @@ def self_model(eval_file, dataset: str) -> str:
 
 
 # ------------------------------------------------------------------------------------ scoring without the kit
-def needs_the_kit(record, judge_kwargs: dict) -> bool:
-    """Whether evaluating with these judge arguments needs the kit: an LLM judge does (the kit builds it), and a
-    benchmark whose plugin file has no `rule_files` does; the rest is scored by the pure rules alone."""
+def without_the_kit(record, dataset: str, eval_file: str, judge_kwargs: dict):
+    """What scores this evaluation without the kit, or None where only the kit can: a benchmark's own answer where its
+    plugin file has one (`Report.without_the_kit`: R-Bench, with the offline judge or every verdict cached); else
+    RuleScoring for a benchmark scored by its rules (its plugin file's `rule_files`) and no LLM judge (the kit builds
+    that)."""
     report = load_object(record.report)
-    if getattr(report, 'rule_files', None) is None:
-        return True
-    return report.LLM_JUDGE and judge_kwargs.get('model') not in (*NO_JUDGE, *OFFLINE_JUDGES)
+    if report.without_the_kit is not None:
+        return report.without_the_kit(record, dataset, eval_file, judge_kwargs)
+    if report.rule_files is None:
+        return None
+    if report.LLM_JUDGE and judge_kwargs.get('model') not in (*NO_JUDGE, *OFFLINE_JUDGES):
+        return None
+    return RuleScoring(record, dataset)
 
 
 class RuleScoring:

@@ -188,6 +188,23 @@ def judge_parameters(judge) -> dict:
     return json.loads(json.dumps(params, default=str, sort_keys=True))
 
 
+def judge_identity(name: str, judge) -> dict:
+    """What the keys of a judge's verdicts are made of: in the verdict cache (endpoint, parameters) and in the kit
+    dialect's progress files (exact_io.judge_id)."""
+    from vlmeval_ext.dataset.utils.exact_io import judge_id
+    return {'endpoint': endpoint_identity(getattr(judge, 'api_base', '') or ''),
+            'parameters': judge_parameters(judge), 'judge_id': judge_id(name, judge)}
+
+
+def parameters_sha256(parameters: dict) -> str:
+    return hashlib.sha256(json.dumps(parameters, sort_keys=True).encode()).hexdigest()
+
+
+def verdict_key(name: str, endpoint: str, params_sha: str, prompt: str, slot: int) -> tuple:
+    """A verdict's key in the cache: the judge (name, endpoint, parameters), the prompt, and which call of it."""
+    return (name, endpoint, params_sha, hashlib.sha256(prompt.encode('utf-8')).hexdigest(), slot)
+
+
 def _is_secret_name(name) -> bool:
     from vlmeval_ext.secrets import is_secret_key_name
     return is_secret_key_name(name)
@@ -448,7 +465,9 @@ class CacheReader:
     """A judge's verdicts from the verdict cache alone: `generate` answers the n-th call of a prompt with the stored
     n-th verdict, as the judge itself would, counting its own calls (the judge's are untouched), and raises
     NotInCache for one not stored. It lets an evaluation settle, before its judging loop, the prompts whose every
-    verdict is cached (vlmeval_ext.datasets.RBenchFull)."""
+    verdict is cached (vlmeval_ext.plugin.rbench.RBenchSteps).
+
+    `judge` is a CachedJudge, or anything with its `store` and `key(prompt, slot)`."""
 
     def __init__(self, judge: 'CachedJudge'):
         self.judge, self._slots = judge, {}
@@ -474,7 +493,7 @@ class CachedJudge:
         self.retries, self.backoff, self.retry_rejected = retries, backoff, retry_rejected
         self.endpoint = endpoint_identity(getattr(kit_judge, 'api_base', '') or '')
         self.parameters = judge_parameters(kit_judge)
-        self.params_sha = hashlib.sha256(json.dumps(self.parameters, sort_keys=True).encode()).hexdigest()
+        self.params_sha = parameters_sha256(self.parameters)
         self.fail_msg = FAIL_MSG
         self._lock = threading.Lock()
         self._slots: dict[str, int] = {}
@@ -496,7 +515,7 @@ class CachedJudge:
 
     # -- keys
     def key(self, prompt: str, slot: int) -> tuple:
-        return (self.name, self.endpoint, self.params_sha, hashlib.sha256(prompt.encode('utf-8')).hexdigest(), slot)
+        return verdict_key(self.name, self.endpoint, self.params_sha, prompt, slot)
 
     def _next_slot(self, prompt: str) -> int:
         with self._lock:
@@ -756,12 +775,17 @@ class CachedJudge:
 
 
 # ------------------------------------------------------------------------------------------------ building
+def kit_judge_arguments(kwargs: dict) -> dict:
+    """What build_kit_judge hands the kit's build_judge besides the name: the kit's own retries off (ours count and
+    back off), our options and the arguments the judge takes no part in left out."""
+    kept = {k: v for k, v in kwargs.items() if k not in PLUGIN_OPTIONS + PROTOCOL_OPTIONS
+            and k not in ('nproc', 'verbose', 'use_verifier', 'use_vllm')}
+    return {**kept, 'retry': 1}
+
+
 def build_kit_judge(name: str, **kwargs):
-    """The kit's judge for `name` (build_judge), with the kit's own retries off: ours count and back off."""
+    """The kit's judge for `name` (build_judge) with `kit_judge_arguments(kwargs)`."""
     from vlmeval.dataset.utils import build_judge
-    kwargs = {k: v for k, v in kwargs.items() if k not in PLUGIN_OPTIONS + PROTOCOL_OPTIONS
-              and k not in ('nproc', 'verbose', 'use_verifier', 'use_vllm')}
-    kwargs['retry'] = 1
-    return build_judge(model=name, **kwargs)
+    return build_judge(model=name, **kit_judge_arguments(kwargs))
 
 

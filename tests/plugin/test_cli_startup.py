@@ -1,7 +1,8 @@
 """Everyday commands that run no model start without VLMEvalKit or torch: `list`, every `--help` (run.py's
 included), `prepare`, the report commands, and `eval` of a benchmark scored by rules (the pure functions the kit
-dialect's evaluate wraps: tests/plugin/test_scoring_without_the_kit.py); `eval` with an LLM judge, and of R-Bench
-and RoCOCO retrieval, scores with the kit's own dataset classes, so it imports the kit. Each command runs in a fresh interpreter that then says which of the two it
+dialect's evaluate wraps: tests/plugin/test_scoring_without_the_kit.py), and of R-Bench with the offline judge or
+with every verdict cached; `eval` with an LLM judge to ask scores with the kit's own dataset classes (the kit builds
+the judge), so it imports the kit. Each command runs in a fresh interpreter that then says which of the two it
 imported (timings: benchmarks/cli_startup.md)."""
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def _demo_predictions(tmp_path, dataset: str, answer_column: str = 'answer') -> 
 
 @pytest.mark.parametrize('dataset,extra,kit', [('GRAB_DEMO', [], False), ('ReMI_DEMO', [], False),
                                                ('RoCOCO-MCQ-same_concept_DEMO', [], False),
-                                               ('R-Bench-Full_DEMO', ['--judge', 'offline'], True)])
+                                               ('R-Bench-Full_DEMO', ['--judge', 'offline'], False)])
 def test_eval_imports_the_kit_only_where_its_dataset_class_scores(dataset, extra, kit, tmp_path):
     pred = _demo_predictions(tmp_path, dataset)
     result, out = _probe(['eval', '--data', dataset, '--pred', pred, *extra], env={'LMUData': str(tmp_path)})
@@ -116,12 +117,17 @@ def test_prepare_runs_without_the_kit(tmp_path):
 
 
 def test_commands_that_import_the_kit_do_not_show_its_env_notice(tmp_path):
-    """`eval` of R-Bench imports the kit (its dataset class evaluates); the kit's "Did not detect the .env file"
-    ERROR line, which concerns its optional key file, is not shown on our commands."""
+    """`eval` of R-Bench with an LLM judge to ask imports the kit (the kit builds the judge); the kit's "Did not
+    detect the .env file" ERROR line, which concerns its optional key file, is not shown on our commands."""
+    from helpers.kit_run import FAKE_KEY
+    from helpers.loopback_server import LoopbackServer
     dataset = 'R-Bench-Full_DEMO'
     pred = _demo_predictions(tmp_path, dataset)
-    result, out = _probe(['eval', '--data', dataset, '--pred', pred, '--judge', 'offline'],
-                         env={'LMUData': str(tmp_path)})
+    with LoopbackServer() as server:
+        server.default = '1'
+        result, out = _probe(['eval', '--data', dataset, '--pred', pred, '--judge', 'loopback-judge',
+                              '--judge-base-url', server.base_url],
+                             env={'LMUData': str(tmp_path), 'OPENAI_API_KEY': FAKE_KEY})
     assert result['code'] == 0 and result['vlmeval'] is True, out[-3000:]
     assert 'Did not detect the .env file' not in out
     assert (tmp_path / f'mymodel_{dataset}_score.json').is_file(), out[-2000:]

@@ -2,7 +2,8 @@
 does not import the kit: it runs the pure function of `dataset/utils/<bench>.py` that the kit-dialect `evaluate`
 wraps, and writes its tables as the kit's `dump` does. Here both paths score the same predictions (answers right,
 wrong, empty, the kit's failure text; for retrieval, the embeddings of a real-annotation gallery) and every file
-they write must have the same bytes; the kit-free path must not import `vlmeval` and the kit path must."""
+they write must have the same bytes; the kit-free path must not import `vlmeval` and the kit path must. R-Bench is
+scored without the kit with the offline judge, and with an LLM judge once every verdict it needs is cached."""
 from __future__ import annotations
 
 import json
@@ -121,13 +122,87 @@ def test_grab_with_the_offline_judge_is_scored_without_the_kit_and_says_llm_extr
     assert any('llm_extracted: skipped (--judge offline' in note for note in score['notes'])
 
 
-def test_only_an_llm_judge_or_a_benchmark_without_rules_needs_the_kit():
-    from vlmeval_ext.evaluation import needs_the_kit
+def test_only_an_llm_judge_or_a_benchmark_without_rules_needs_the_kit(tmp_path):
+    from vlmeval_ext.evaluation import RuleScoring, without_the_kit
+    from vlmeval_ext.plugin.rbench import RBenchWithoutTheKit
     from vlmeval_ext.registry import benchmark_of
     grab, remi, rbench = (benchmark_of(n) for n in ('GRAB', 'ReMI', 'R-Bench-Full'))
     mcq, retrieval = benchmark_of('RoCOCO-MCQ-same_concept'), benchmark_of('RoCOCO-T2I-mix')
-    assert not needs_the_kit(grab, {}) and not needs_the_kit(grab, {'model': 'offline'})
-    assert needs_the_kit(grab, {'model': 'gpt-4o-mini'})
-    assert not needs_the_kit(remi, {'model': 'gpt-4o-mini'}) and not needs_the_kit(mcq, {'model': 'gpt-4o-mini'})
-    assert not needs_the_kit(retrieval, {})
-    assert needs_the_kit(rbench, {'model': 'offline'}) and needs_the_kit(rbench, {'model': 'gpt-4o-mini'})
+    pred = str(tmp_path / 'M_D.tsv')
+
+    def free(record, kwargs):
+        return without_the_kit(record, 'D', pred, kwargs)
+    assert isinstance(free(grab, {}), RuleScoring) and isinstance(free(grab, {'model': 'offline'}), RuleScoring)
+    assert free(grab, {'model': 'gpt-4o-mini'}) is None
+    assert isinstance(free(remi, {'model': 'gpt-4o-mini'}), RuleScoring)
+    assert isinstance(free(mcq, {'model': 'gpt-4o-mini'}), RuleScoring) and free(retrieval, {}) is not None
+    # R-Bench: the offline judge needs no kit; an LLM judge the kit never built (no predictions, no verdicts) does
+    assert isinstance(free(rbench, {'model': 'offline'}), RBenchWithoutTheKit)
+    assert free(rbench, {'model': 'gpt-4o-mini'}) is None and free(rbench, {'model': 'exact_matching'}) is None
+
+
+def _rbench_predictions(folder) -> str:
+    from vlmeval_ext.prepare.demos import RBENCH_DEMO_TSV
+    data = pd.read_csv(RBENCH_DEMO_TSV, sep='\t', dtype=str, keep_default_na=False).drop(columns=['image'])
+    data['prediction'] = [('A', 'yes', '', FAIL, 'A dog on a sofa.')[k % 5] for k in range(len(data))]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / 'mymodel_R-Bench-Full_DEMO.tsv'
+    data.to_csv(path, sep='\t', index=False)
+    return str(path)
+
+
+@pytest.mark.kit
+@pytest.mark.slow
+def test_rbench_with_every_verdict_cached_is_scored_without_the_kit_and_writes_what_the_kit_path_writes(tmp_path):
+    """The first evaluation imports the kit, which builds the judge and asks it; the same predictions in another
+    folder (no progress file) are then scored from the verdict cache alone: no kit, no call (not even the test
+    call), the same per-item scores and robustness table. Other inputs to the kit's build_judge (another endpoint,
+    an environment variable it reads) or the cache off send the evaluation back to the kit."""
+    from helpers.kit_run import FAKE_KEY
+    from helpers.loopback_server import LoopbackServer
+    server, other = LoopbackServer().start(), LoopbackServer().start()
+    server.default = other.default = '1'                # a verdict every scale reads
+    os.environ['OPENAI_API_KEY'] = FAKE_KEY
+    try:
+        judge = ['--judge', 'loopback-judge', '--judge-base-url', server.base_url]
+        first = _eval(_rbench_predictions(tmp_path / 'a'), 'R-Bench-Full_DEMO', tmp_path, judge)
+        asked = len(server.log)
+        assert first['vlmeval'] and asked > 24
+        again = _eval(_rbench_predictions(tmp_path / 'b'), 'R-Bench-Full_DEMO', tmp_path, judge)
+        assert (again['code'], again['vlmeval']) == (0, False) and len(server.log) == asked
+        for suffix in ('_scores.csv', '_robustness.csv'):
+            name = f'mymodel_R-Bench-Full_DEMO{suffix}'
+            assert (tmp_path / 'a' / name).read_bytes() == (tmp_path / 'b' / name).read_bytes(), name
+        a, b = (json.loads((tmp_path / f / 'mymodel_R-Bench-Full_DEMO_score.json').read_text()) for f in 'ab')
+        for key in ('absolute', 'relative', 'counts', 'failed', 'coverage', 'ci95'):
+            assert a[key] == b[key], key
+        assert a['judge_calls']['made'] == asked - 1 and b['judge_calls']['made'] == 0      # less the test call
+        assert b['judge_calls']['reused_from_cache'] == a['judge_calls']['made']
+        assert b['judge_calls']['parameters_sha256'] == a['judge_calls']['parameters_sha256']
+        assert b['judge_calls']['endpoint'] == a['judge_calls']['endpoint']
+        assert a['judge']['endpoint_host'] == b['judge']['endpoint_host'] == '127.0.0.1'
+
+        elsewhere = ['--judge', 'loopback-judge', '--judge-base-url', other.base_url]
+        moved = _eval(_rbench_predictions(tmp_path / 'c'), 'R-Bench-Full_DEMO', tmp_path, elsewhere)
+        assert moved['vlmeval'] and len(other.log) > 24           # another judge: its own verdicts, from the kit
+        os.environ['LOCAL_LLM'] = 'another-model'                   # read by the kit's build_judge
+        try:
+            changed = _eval(_rbench_predictions(tmp_path / 'd'), 'R-Bench-Full_DEMO', tmp_path, judge)
+        finally:
+            os.environ.pop('LOCAL_LLM')
+        assert changed['vlmeval']
+        off = _eval(_rbench_predictions(tmp_path / 'e'), 'R-Bench-Full_DEMO', tmp_path,
+                    [*judge, '--judge-args', '{"cache": false}'])
+        assert off['vlmeval']
+    finally:
+        os.environ.pop('OPENAI_API_KEY', None)
+        server.stop()
+        other.stop()
+
+
+@pytest.mark.slow
+def test_rbench_with_the_offline_judge_is_scored_without_the_kit(tmp_path):
+    run = _eval(_rbench_predictions(tmp_path / 'p'), 'R-Bench-Full_DEMO', tmp_path, ['--judge', 'offline'])
+    assert (run['code'], run['vlmeval']) == (0, False)
+    score = json.loads((tmp_path / 'p' / 'mymodel_R-Bench-Full_DEMO_score.json').read_text())
+    assert score['counts']['items'] == 24 and 'offline' in score['judge']['label']

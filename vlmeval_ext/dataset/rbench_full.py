@@ -16,7 +16,6 @@ official mode's in every cell, at 0.333 of the calls. Efficient results are writ
 """
 import os
 import os.path as osp
-from urllib.parse import urlsplit
 
 import pandas as pd
 
@@ -27,9 +26,8 @@ from vlmeval.smp import (LMUDataRoot, download_file, dump, get_intermediate_file
 from vlmeval.utils import track_progress_rich
 
 from .utils.exact_io import is_infer_fail, judge_id, load_progress, read_text_table
-from .utils.rbench_full import (DEFAULT_JUDGE, KINDS, ask, assign, calls_of, combine,
-                                judge_requests, model_prompt, pair_rows, rbench_table,
-                                result_table)
+from .utils.rbench_full import (DEFAULT_JUDGE, ask, calls_of, evaluation_files, judge_protocol,
+                                judge_requests, model_prompt, read_pairs, scored_rows)
 
 logger = get_logger(__name__)
 
@@ -55,8 +53,6 @@ def resolve_caption_seed(given, done, path):
 
 
 SUBSETS = {'R-Bench-Full-MCQ': 'MCQ', 'R-Bench-Full-VQA': 'VQA', 'R-Bench-Full-CAP': 'CAP'}
-SCORE_COLUMNS = ['pair_id', 'name', 'type', 'distortion', 'strength', 'score_ref', 'score_dis',
-                 'score_com', 'verdicts_ref', 'verdicts_dis', 'verdicts_com']
 
 
 class RBenchFull(ImageBaseDataset):
@@ -122,50 +118,24 @@ class RBenchFull(ImageBaseDataset):
     def judge_protocol(self, judge_kwargs):
         """(judge name, protocol arguments of score_items), popped from `judge_kwargs`: what is
         left is for build_judge."""
-        name = judge_kwargs.pop('model', None) or self.DEFAULT_JUDGE
-        mode = judge_kwargs.pop('judge_mode', 'official')
-        if mode not in ('official', 'efficient'):
-            raise ValueError(f'judge_mode must be official or efficient, not {mode!r}')
-        if name == 'exact_matching':
-            raise ValueError('R-Bench needs an LLM judge (pass --judge MODEL)')
-        return name, dict(mode=mode, nproc=judge_kwargs.pop('nproc', 4),
-                          caption_seed=judge_kwargs.pop('caption_seed', None))
+        return judge_protocol(judge_kwargs, self.DEFAULT_JUDGE)
 
     @staticmethod
     def read_pairs(eval_file):
         """(items, row counts, failed rows) of a predictions file; no items is an error."""
-        items, counts, failed_rows = pair_rows(read_text_table(eval_file), eval_file)
-        if not items:
-            raise ValueError(f'{eval_file}: no predictions')
-        return items, counts, failed_rows
+        return read_pairs(read_text_table(eval_file), eval_file)
 
     def write_results(self, eval_file, counts, failed_rows, rows, judge, mode='official'):
         """_scores.csv, _robustness.csv and _score.json of the scored rows (those of efficient mode
         as <stem>_efficient_*); the robustness table."""
-        tag = '_efficient' if mode == 'efficient' else ''
-        complete = sum(all(r[f'score_{k}'] is not None for k in KINDS) for r in rows)
-        counts = dict(items=len(rows), rows=counts['rows'], scored=complete,
-                      empty=counts['empty'], inference_failures=counts['inference_failures'],
-                      missing_partner=counts['missing_partner'],
-                      judge_failures=judge['failures']['judge_failed_scores'])
-        excluded = {f'score_{k}': sum(r[f'score_{k}'] is None for r in rows)
-                    for k in ('ref', 'dis', 'com')}
-        judge['failures'].update(inference_failed_rows=counts['inference_failures'],
-                                 missing_partner_items=counts['missing_partner'],
-                                 excluded_scores=excluded, failed_rows=failed_rows)
-        table = rbench_table(rows)
-        dump(pd.DataFrame(rows, columns=SCORE_COLUMNS),
-             get_intermediate_file_path(eval_file, f'{tag}_scores', 'csv'))
-        dump(pd.DataFrame([{'dimension': d, 'absolute (0-1)': table['absolute'][d],
-                            'relative (0-1)': table['relative'][d]} for d in table['absolute']]),
-             get_intermediate_file_path(eval_file, f'{tag}_robustness', 'csv'))
-        dump(dict(absolute=table['absolute'], relative=table['relative'], judge=judge,
-                  failed=excluded, items=len(rows), counts=counts),
-             get_intermediate_file_path(eval_file, f'{tag}_score', 'json'))
+        files, table = evaluation_files(counts, failed_rows, rows, judge, mode)
+        for name, content in files.items():
+            suffix, fmt = name.rsplit('.', 1)
+            dump(content, get_intermediate_file_path(eval_file, suffix, fmt))
         logger.info(f"R-Bench: {judge['label']}; {judge['calls']} judge verdicts "
                     f"({judge['calls_cached']} kept from this work dir); "
-                    f'excluded scores {excluded}')
-        return result_table(table, rows)
+                    f"excluded scores {judge['failures']['excluded_scores']}")
+        return table
 
     def score_items(self, items, eval_file, judge, name, mode='official', nproc=4,
                     caption_seed=None):
@@ -192,32 +162,5 @@ class RBenchFull(ImageBaseDataset):
                                           nproc=nproc, save=tmp, keys=[key[p] for p in todo],
                                           desc=f'Judge {name} on {stem} (prompts)')
             done.update((key[p], result) for p, result in zip(todo, results))
-        answers = {p: done[key[p]] for p in demands}
-        by_key = {p.key: p for p in plans}
-        got = assign(demands, answers)
-        rows = []
-        for item in items:
-            row = {c: item[c] for c in ('pair_id', 'name', 'type', 'distortion', 'strength')}
-            for kind in KINDS:
-                k = f"{item['pair_id']}|{kind}"
-                verdicts = got.get(k)
-                if isinstance(verdicts, list):
-                    score = combine(by_key[k], verdicts, mode)
-                    text = ';'.join(','.join(map(str, v)) for v in verdicts)
-                else:  # a failed judge call (its reason), or an output the kit failed to get
-                    score, text = None, verdicts or ''
-                row[f'score_{kind}'], row[f'verdicts_{kind}'] = score, text
-            rows.append(row)
-        failed = sorted(k for k, v in got.items() if isinstance(v, str))
-        asked = sum(answers[p]['calls'] for p in todo)
-        calls = sum(a['calls'] for a in answers.values())
-        block = dict(model=name, name=name, mode=mode, label=f'judge {name} ({mode} mode)',
-                     endpoint_host=urlsplit(str(getattr(judge, 'api_base', ''))).hostname,
-                     calls=calls, calls_made=asked, calls_cached=calls - asked,
-                     calls_per_item=round(calls / len(items), 4),
-                     call_failures=sum(answers[p]['failed'] is not None for p in todo),
-                     failed_keys=failed[:50], failures=dict(judge_failed_scores=len(failed)),
-                     items=len(items))
-        if mode == 'efficient':
-            block['caption_seed'] = caption_seed
-        return rows, block
+        return scored_rows(items, plans, demands, key, todo, done, judge, name, mode,
+                           caption_seed)

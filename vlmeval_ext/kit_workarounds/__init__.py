@@ -14,7 +14,9 @@ once the installed kit no longer has the problem (tests/plugin/test_upstream_pat
   (0005-predictions-read-back-as-text);
 - kit_help.py: `run.py --help` imports the whole kit (10-20 s) before printing (no patch: read from run.py's source);
 - kit_names.py: only the imported kit knows its dataset names, so an unknown `--data` would wait for the import (no
-  patch: kept per kit version).
+  patch: kept per kit version);
+- judge_resolution.py: only the kit's build_judge knows what a judge name resolves to (and so its verdicts' keys),
+  so an evaluation whose every verdict is cached would still wait for the import (no patch: kept per kit version).
 
 The kit's unlabelled progress bars (upstream/0006-progress-bar-labels) are answered where each bar starts: the
 judge lines of the datasets and the launcher's line for an API model say what the next bar counts.

@@ -4,7 +4,8 @@ Each benchmark's plugin half is one module of this package (`vlmeval_ext/plugin/
 registry record names (`report`). The generic engines ask it and name no benchmark themselves:
 - `summary_row(score)`: its row in `vlmeval-ext summary` and the leaderboard: {column with its unit: value};
 - `judge_arguments(kwargs, notes)` and `rule_files(...)`: what its evaluation takes, and its scoring without the
-  kit where no LLM judge is used (vlmeval_ext.evaluation);
+  kit where no LLM judge is used (vlmeval_ext.evaluation); `without_the_kit(...)` where the benchmark decides that
+  itself (R-Bench: the offline judge, or every verdict in the verdict cache);
 - `extend_score(dataset, eval_file, score)`: its own additions to the score file (a note, say);
 - `run_record(dataset)`: what its scores depend on beyond the files (prompt templates, seeds, input mode), which
   the manifest stores (templates as sha1);
@@ -32,6 +33,9 @@ class Report:
     # rule_files(dataset, data, eval_file, judge_kwargs) -> ({file suffix: content}, the table evaluate returns):
     # the pure function of dataset/utils/<bench>.py that the kit-dialect evaluate wraps; None: only the kit scores
     rule_files = None
+    # without_the_kit(record, dataset, eval_file, judge_kwargs) -> what scores this evaluation without the kit (an
+    # object with RuleScoring's methods), or None where the kit must; None here: RuleScoring where rule_files allow
+    without_the_kit = None
 
     def __init__(self, read_headlines: Callable, page_section: Callable):
         """`read_headlines(eval_file, tag)` and `page_section(title, dataset, eval_file, tag, thumbs)`: the plugin

@@ -99,6 +99,9 @@ class RBenchReport(Report):
     HEADLINE = (('absolute Overall', ('absolute', 'Overall'), '0-1'),
                 ('relative Overall', ('relative', 'Overall'), '0-1'))
 
+    def without_the_kit(self, record, dataset, eval_file, judge_kwargs):
+        return scoring_without_the_kit(record, dataset, eval_file, judge_kwargs)
+
     def intervals(self, eval_file, score, tag=''):
         scores = read_table(stem_path(eval_file, f'{tag}_scores.csv'))
         block = item_intervals(scores)
@@ -354,6 +357,139 @@ class RBenchSteps:
 
     def result_tag(self, judge_kwargs):
         return '_efficient' if judge_kwargs.get('judge_mode') == 'efficient' else ''
+
+
+class RBenchWithoutTheKit(RBenchSteps):
+    """R-Bench scored without the kit where nothing needs it: with the offline judge, or with an LLM judge whose every
+    verdict this evaluation needs is in the verdict cache, that judge being the one the kit built for the same inputs
+    before (vlmeval_ext.kit_workarounds.judge_resolution). RBenchSteps' own steps, on the pure functions of the kit
+    dialect (dataset/utils/rbench_full.py) that its `evaluate` wraps; the files written as the kit's `dump` writes
+    them. Made by `scoring_without_the_kit`, which checks all that first."""
+
+    def __init__(self, record, dataset_name: str, eval_file: str):
+        self.record, self.dataset_name = record, dataset_name
+        self._eval_file, self._handed, self._judge_options, self._judges = str(eval_file), {}, {}, []
+        self.resolved = None                      # the judge the kit built, as judge_resolution.recall gives it
+
+    def begin(self, options, eval_file):
+        self._judge_options, self._judges, self._eval_file = options, [], str(eval_file)
+
+    def _progress_file(self):
+        return stem_path(self._eval_file, '_rbench_judge.pkl')
+
+    def judge_protocol(self, judge_kwargs):
+        from vlmeval_ext.dataset.utils.rbench_full import judge_protocol
+        return judge_protocol(judge_kwargs)
+
+    def read_pairs(self, eval_file):
+        from vlmeval_ext.dataset.utils.exact_io import read_text_table
+        from vlmeval_ext.dataset.utils.rbench_full import read_pairs
+        return read_pairs(read_text_table(eval_file), eval_file)
+
+    def cached_judge(self, name, judge_kwargs):
+        """The CachedJudge of the judge the kit built before, on the verdict cache; it makes no call."""
+        from vlmeval_ext.io import safe_name
+        from vlmeval_ext.judging import CachedJudge, shared_store
+        options = self._judge_options
+        stem = stem_path(self._eval_file, '')
+        judge = CachedJudge(self.resolved, name, store=shared_store(),
+                            log_path=f'{stem}_{safe_name(name)}_verdicts.jsonl',
+                            unstored_path=f'{stem}_unstored_verdicts.jsonl',
+                            retries=options.get('judge_retries', 3), backoff=options.get('judge_backoff', 0.5),
+                            retry_rejected=options.get('judge_retry_rejected', False))
+        self._judges = [*self._judges, judge]
+        from vlmeval_ext.evaluation import say_judge_plan
+        say_judge_plan(self, judge, name)
+        return judge
+
+    def score_items(self, items, eval_file, judge, name, mode='official', nproc=4, caption_seed=None):
+        from vlmeval_ext.dataset.utils import rbench_full as rules
+        from vlmeval_ext.dataset.utils.exact_io import judge_id
+        from vlmeval_ext.evaluation import JudgeIncomplete
+        from vlmeval_ext.io import read_progress
+        done = read_progress(self._progress_file()) or {}
+        if mode == 'efficient':
+            caption_seed = done.get('caption_seed', caption_seed)
+        plans, demands, key, todo = rules.judge_requests(items, mode, caption_seed, done, judge_id(name, judge),
+                                                         eval_file)
+        if todo:                # the cache lost verdicts since the check: nothing is scored from less
+            raise JudgeIncomplete(f'{eval_file}: {len(todo)} prompt(s) are no longer answered by the verdict cache; '
+                                  'run the same command again (it asks the judge for them)')
+        return rules.scored_rows(items, plans, demands, key, todo, done, judge, name, mode, caption_seed)
+
+    def write_results(self, eval_file, counts, failed_rows, rows, judge, mode='official'):
+        from vlmeval_ext.dataset.utils.rbench_full import evaluation_files
+        from vlmeval_ext.io import write_json, write_kit_table
+        files, table = evaluation_files(counts, failed_rows, rows, judge, mode)
+        for suffix, content in files.items():
+            path = stem_path(eval_file, suffix)
+            if suffix.endswith('.json'):
+                write_json(content, path)
+            else:
+                write_kit_table(content, path)
+        return table
+
+    def judges(self):
+        return list(self._judges)
+
+
+class _CacheKeys:
+    """What judging.CacheReader needs of a judge: the verdict cache and the keys of this judge's verdicts."""
+
+    def __init__(self, store, name: str, judge):
+        from vlmeval_ext.judging import endpoint_identity, judge_parameters, parameters_sha256
+        self.store, self.name = store, name
+        self.endpoint = endpoint_identity(getattr(judge, 'api_base', '') or '')
+        self.params_sha = parameters_sha256(judge_parameters(judge))
+
+    def key(self, prompt, slot):
+        from vlmeval_ext.judging import verdict_key
+        return verdict_key(self.name, self.endpoint, self.params_sha, prompt, slot)
+
+
+def scoring_without_the_kit(record, dataset, eval_file, judge_kwargs):
+    """RBenchWithoutTheKit for this evaluation where it needs no kit: the offline judge; or an LLM judge the kit built
+    before for the same name, arguments, kit files and environment (judge_resolution.recall), the verdict cache on,
+    and every prompt still to judge answered by the cache with a verdict (efficient mode: with the caption seed its
+    progress file holds). None otherwise, and for anything the evaluation itself must report (bad input, a judge
+    R-Bench cannot use): the kit's path says it in one line."""
+    from vlmeval_ext.dataset.utils import rbench_full as rules
+    from vlmeval_ext.dataset.utils.exact_io import judge_id, read_text_table
+    from vlmeval_ext.errors import ExtError
+    from vlmeval_ext.evaluation import split_judge_kwargs
+    from vlmeval_ext.io import read_progress
+    from vlmeval_ext.judging import (OFFLINE_JUDGES, CacheReader, NotInCache, cache_dir, judge_identity,
+                                     kit_judge_arguments, shared_store)
+    from vlmeval_ext.kit_workarounds.judge_resolution import recall
+    subject = RBenchWithoutTheKit(record, dataset, eval_file)
+    ext = str(eval_file).rsplit('.', 1)[-1]
+    try:
+        options, kwargs = split_judge_kwargs(judge_kwargs)
+        if kwargs.get('model') in OFFLINE_JUDGES:
+            return subject
+        if not options.get('cache', True) or str(eval_file).count(f'.{ext}') != 1:
+            return None                 # no cache to answer; a name the kit would not give its usual files
+        subject.begin(options, eval_file)
+        handed = subject.judge_arguments(dict(kwargs), [])
+        name, protocol = rules.judge_protocol(handed)
+        resolved = recall(name, kit_judge_arguments(handed), cache_dir(), judge_identity)
+        done = read_progress(subject._progress_file())
+        if resolved is None or done is None:
+            return None
+        seed = protocol['caption_seed']
+        if protocol['mode'] == 'efficient' and (done.get('caption_seed') is None or int(done['caption_seed']) != seed):
+            return None
+        items = rules.read_pairs(read_text_table(eval_file), eval_file)[0]
+        _, demands, _, todo = rules.judge_requests(items, protocol['mode'], seed, done, judge_id(name, resolved),
+                                                   eval_file)
+        keys = _CacheKeys(shared_store(), name, resolved)
+        for prompt in todo:
+            if rules.ask(CacheReader(keys), prompt, *demands[prompt][:2])['failed'] is not None:
+                return None
+    except (ExtError, ValueError, KeyError, TypeError, NotInCache):
+        return None
+    subject.resolved = resolved
+    return subject
 
 
 # One constant per R-Bench task: the first option, a fixed short answer, a caption that fits any image.

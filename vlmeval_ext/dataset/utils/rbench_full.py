@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 from collections import namedtuple
+from urllib.parse import urlsplit
 
 import pandas as pd
 
@@ -414,3 +415,88 @@ def pair_rows(data, path):
 
 def scorable(item):
     return [k for k in KINDS if all(item[a] is not None for a in NEEDS[k])]
+
+
+def judge_protocol(judge_kwargs, default_judge=DEFAULT_JUDGE):
+    """(judge name, protocol arguments of the scoring), popped from `judge_kwargs`: what is left
+    is for build_judge."""
+    name = judge_kwargs.pop('model', None) or default_judge
+    mode = judge_kwargs.pop('judge_mode', 'official')
+    if mode not in ('official', 'efficient'):
+        raise ValueError(f'judge_mode must be official or efficient, not {mode!r}')
+    if name == 'exact_matching':
+        raise ValueError('R-Bench needs an LLM judge (pass --judge MODEL)')
+    return name, dict(mode=mode, nproc=judge_kwargs.pop('nproc', 4),
+                      caption_seed=judge_kwargs.pop('caption_seed', None))
+
+
+def read_pairs(data, eval_file):
+    """(items, row counts, failed rows) of a predictions table; no items is an error."""
+    items, counts, failed_rows = pair_rows(data, eval_file)
+    if not items:
+        raise ValueError(f'{eval_file}: no predictions')
+    return items, counts, failed_rows
+
+
+def scored_rows(items, plans, demands, key, todo, done, judge, name, mode, caption_seed):
+    """(per-item rows with score_dis / score_ref / score_com, the judge block), once `done` holds
+    the judged result of every prompt (`todo`: those judged by this evaluation)."""
+    answers = {p: done[key[p]] for p in demands}
+    by_key = {p.key: p for p in plans}
+    got = assign(demands, answers)
+    rows = []
+    for item in items:
+        row = {c: item[c] for c in ('pair_id', 'name', 'type', 'distortion', 'strength')}
+        for kind in KINDS:
+            k = f"{item['pair_id']}|{kind}"
+            verdicts = got.get(k)
+            if isinstance(verdicts, list):
+                score = combine(by_key[k], verdicts, mode)
+                text = ';'.join(','.join(map(str, v)) for v in verdicts)
+            else:  # a failed judge call (its reason), or an output the kit failed to get
+                score, text = None, verdicts or ''
+            row[f'score_{kind}'], row[f'verdicts_{kind}'] = score, text
+        rows.append(row)
+    failed = sorted(k for k, v in got.items() if isinstance(v, str))
+    asked = sum(answers[p]['calls'] for p in todo)
+    calls = sum(a['calls'] for a in answers.values())
+    block = dict(model=name, name=name, mode=mode, label=f'judge {name} ({mode} mode)',
+                 endpoint_host=urlsplit(str(getattr(judge, 'api_base', ''))).hostname,
+                 calls=calls, calls_made=asked, calls_cached=calls - asked,
+                 calls_per_item=round(calls / len(items), 4),
+                 call_failures=sum(answers[p]['failed'] is not None for p in todo),
+                 failed_keys=failed[:50], failures=dict(judge_failed_scores=len(failed)),
+                 items=len(items))
+    if mode == 'efficient':
+        block['caption_seed'] = caption_seed
+    return rows, block
+
+
+SCORE_COLUMNS = ['pair_id', 'name', 'type', 'distortion', 'strength', 'score_ref', 'score_dis',
+                 'score_com', 'verdicts_ref', 'verdicts_dis', 'verdicts_com']
+
+
+def evaluation_files(counts, failed_rows, rows, judge, mode='official'):
+    """What evaluate writes, by file suffix (those of efficient mode as _efficient_*): the
+    per-item scores, the robustness table and the score file; and the robustness table
+    evaluate returns. Adds the failure counts to the judge block."""
+    tag = '_efficient' if mode == 'efficient' else ''
+    complete = sum(all(r[f'score_{k}'] is not None for k in KINDS) for r in rows)
+    counts = dict(items=len(rows), rows=counts['rows'], scored=complete,
+                  empty=counts['empty'], inference_failures=counts['inference_failures'],
+                  missing_partner=counts['missing_partner'],
+                  judge_failures=judge['failures']['judge_failed_scores'])
+    excluded = {f'score_{k}': sum(r[f'score_{k}'] is None for r in rows)
+                for k in ('ref', 'dis', 'com')}
+    judge['failures'].update(inference_failed_rows=counts['inference_failures'],
+                             missing_partner_items=counts['missing_partner'],
+                             excluded_scores=excluded, failed_rows=failed_rows)
+    table = rbench_table(rows)
+    robustness = [{'dimension': d, 'absolute (0-1)': table['absolute'][d],
+                   'relative (0-1)': table['relative'][d]} for d in table['absolute']]
+    files = {f'{tag}_scores.csv': pd.DataFrame(rows, columns=SCORE_COLUMNS),
+             f'{tag}_robustness.csv': pd.DataFrame(robustness),
+             f'{tag}_score.json': dict(absolute=table['absolute'], relative=table['relative'],
+                                       judge=judge, failed=excluded, items=len(rows),
+                                       counts=counts)}
+    return files, result_table(table, rows)
