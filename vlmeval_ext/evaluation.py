@@ -3,9 +3,10 @@
 Two things score a predictions file: the plugin class of a benchmark (vlmeval_ext.datasets, the kit-dialect class's
 own `evaluate`, which the kit's run.py calls) and, for an evaluation that needs no LLM judge, `RuleScoring` here:
 the same pure function of `vlmeval_ext/dataset/utils/<bench>.py` that the kit-dialect `evaluate` wraps, its tables
-written as the kit's `dump` writes them, without importing the kit (`vlmeval-ext eval`). Around either, `evaluate`
-runs the same steps: one evaluation of a file at a time (vlmeval_ext.locks); our judge options taken out of the
-kit's judge arguments; a reply echoing a configured key masked (one line); the predictions checked against the
+written as the kit's `dump` writes them, without importing the kit (`vlmeval-ext eval`; R-Bench has its own such
+scorer for the offline judge and for a judge whose every verdict is cached: `without_the_kit` picks). Around either,
+`evaluate` runs the same steps: one evaluation of a file at a time (vlmeval_ext.locks); our judge options taken out
+of the kit's judge arguments; a reply echoing a configured key masked (one line); the predictions checked against the
 dataset (vlmeval_ext.predictions); the scoring; then the score file gains `coverage`, notes, the judge calls paid and
 the intervals, and the plots are drawn. When the judge could not give every verdict (down, the cache failed,
 Ctrl-C), the score file is moved aside as `<stem>_score_incomplete.json` and the evaluation fails with one line.
@@ -94,9 +95,10 @@ def _evaluate(subject, record, eval_file: str, judge_kwargs: dict):
     return table
 
 
-def say_judge_plan(subject, judge, name: str) -> None:
-    """One line before judging: the judge calls to make, how many of them the verdict cache answers, the items (from
-    `subject.judge_requests`, where the benchmark plans its calls ahead)."""
+def say_judge_plan(subject, judge, name: str, found: int | None = None) -> None:
+    """One line before judging: the judge calls to make, how many of them the verdict cache answers (`found`, where
+    the caller counted them already), the items (from `subject.judge_requests`, where the benchmark plans its calls
+    ahead)."""
     try:
         planned = subject.judge_requests(subject._eval_file, judge, name) if subject._eval_file else None
     except (ValueError, KeyError):
@@ -109,8 +111,9 @@ def say_judge_plan(subject, judge, name: str) -> None:
     if judge.store is None:
         reused = 'the verdict cache is off (every call is made)'
     else:
-        found = sum(judge.store.get(judge.key(prompt, slot)) is not None
-                    for prompt, n in requests for slot in range(1, n + 1))
+        if found is None:
+            found = sum(judge.store.get(judge.key(prompt, slot)) is not None
+                        for prompt, n in requests for slot in range(1, n + 1))
         reused = f'{upto}{found} verdicts reused from the cache'
     print(f'{subject.dataset_name}: {upto}{calls} judge calls to make, {reused}, {items} items', flush=True)
 

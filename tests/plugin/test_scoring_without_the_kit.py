@@ -194,6 +194,22 @@ def test_rbench_with_every_verdict_cached_is_scored_without_the_kit_and_writes_w
         off = _eval(_rbench_predictions(tmp_path / 'e'), 'R-Bench-Full_DEMO', tmp_path,
                     [*judge, '--judge-args', '{"cache": false}'])
         assert off['vlmeval']
+        # efficient mode with a given caption seed asks a subset of the official calls: all cached, no kit; the
+        # kit path (the cache off) writes the same tables, and both keep the seed for a resumed run
+        asked = len(server.log)
+        seeded = ['--judge-args', '{"judge_mode": "efficient", "caption_seed": 7}']
+        quick = _eval(_rbench_predictions(tmp_path / 'f'), 'R-Bench-Full_DEMO', tmp_path, [*judge, *seeded])
+        assert (quick['vlmeval'], len(server.log)) == (False, asked)
+        slow = _eval(_rbench_predictions(tmp_path / 'g'), 'R-Bench-Full_DEMO', tmp_path,
+                     [*judge, '--judge-args', '{"judge_mode": "efficient", "caption_seed": 7, "cache": false}'])
+        assert slow['vlmeval'] and len(server.log) > asked
+        for suffix in ('_efficient_scores.csv', '_efficient_robustness.csv'):
+            name = f'mymodel_R-Bench-Full_DEMO{suffix}'
+            assert (tmp_path / 'f' / name).read_bytes() == (tmp_path / 'g' / name).read_bytes(), name
+        import pickle
+        for folder in 'fg':
+            with open(tmp_path / folder / 'mymodel_R-Bench-Full_DEMO_rbench_judge.pkl', 'rb') as f:
+                assert pickle.load(f)['caption_seed'] == 7, folder
     finally:
         os.environ.pop('OPENAI_API_KEY', None)
         server.stop()

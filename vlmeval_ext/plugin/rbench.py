@@ -308,9 +308,6 @@ class RBenchSteps:
         written to the dialect's progress file in one write. The loop then judges only the rest: the kit's
         `track_progress_rich` rewrites that file after every item it finishes, which made a fully cached rerun
         grow with the square of the items."""
-        import os
-        import pickle
-
         from vlmeval_ext.dataset.utils import rbench_full as rules
         from vlmeval_ext.dataset.utils.exact_io import judge_id, read_text_table
         from vlmeval_ext.io import read_progress
@@ -336,10 +333,7 @@ class RBenchSteps:
                 found[key[prompt]] = result
         if not found:
             return
-        tmp = f'{path}.tmp{os.getpid()}'
-        with open(tmp, 'wb') as f:
-            pickle.dump({**done, **found}, f)
-        os.replace(tmp, path)
+        write_progress(path, {**done, **found})
         judge.put_in_progress_file = sum(r['calls'] for r in found.values())
 
     def judge_requests(self, eval_file, judge, name):
@@ -359,6 +353,16 @@ class RBenchSteps:
         return '_efficient' if judge_kwargs.get('judge_mode') == 'efficient' else ''
 
 
+def write_progress(path: str, done: dict) -> None:
+    """A kit dialect's judge progress file, written whole at once (the kit's `dump` of a dict to .pkl)."""
+    import os
+    import pickle
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'wb') as f:
+        pickle.dump(done, f)
+    os.replace(tmp, path)
+
+
 class RBenchWithoutTheKit(RBenchSteps):
     """R-Bench scored without the kit where nothing needs it: with the offline judge, or with an LLM judge whose every
     verdict this evaluation needs is in the verdict cache, that judge being the one the kit built for the same inputs
@@ -370,6 +374,8 @@ class RBenchWithoutTheKit(RBenchSteps):
         self.record, self.dataset_name = record, dataset_name
         self._eval_file, self._handed, self._judge_options, self._judges = str(eval_file), {}, {}, []
         self.resolved = None                      # the judge the kit built, as judge_resolution.recall gives it
+        self.settled: dict = {}                   # the progress file's entries the verdict cache answered
+        self.planned = None                       # judge_requests' answer when they were asked
 
     def begin(self, options, eval_file):
         self._judge_options, self._judges, self._eval_file = options, [], str(eval_file)
@@ -399,8 +405,20 @@ class RBenchWithoutTheKit(RBenchSteps):
                             retry_rejected=options.get('judge_retry_rejected', False))
         self._judges = [*self._judges, judge]
         from vlmeval_ext.evaluation import say_judge_plan
-        say_judge_plan(self, judge, name)
+        say_judge_plan(self, judge, name, found=sum(r['calls'] for r in self.settled.values()))
         return judge
+
+    def judge_requests(self, eval_file, judge, name):
+        return self.planned
+
+    def settle_cached_prompts(self, judge, name):
+        """What the check found in the verdict cache (`scoring_without_the_kit`, the dialect's own `ask` on the
+        cache alone), written to the progress file in one write: nothing is looked up twice."""
+        from vlmeval_ext.io import read_progress
+        if self.settled:
+            path = self._progress_file()
+            write_progress(path, {**(read_progress(path) or {}), **self.settled})
+            judge.put_in_progress_file = sum(r['calls'] for r in self.settled.values())
 
     def score_items(self, items, eval_file, judge, name, mode='official', nproc=4, caption_seed=None):
         from vlmeval_ext.dataset.utils import rbench_full as rules
@@ -408,8 +426,11 @@ class RBenchWithoutTheKit(RBenchSteps):
         from vlmeval_ext.evaluation import JudgeIncomplete
         from vlmeval_ext.io import read_progress
         done = read_progress(self._progress_file()) or {}
-        if mode == 'efficient':
-            caption_seed = done.get('caption_seed', caption_seed)
+        if mode == 'efficient' and done.get('caption_seed') is None:   # kept for a resumed run, as the kit dialect
+            done['caption_seed'] = caption_seed
+            write_progress(self._progress_file(), done)
+        elif mode == 'efficient':
+            caption_seed = int(done['caption_seed'])
         plans, demands, key, todo = rules.judge_requests(items, mode, caption_seed, done, judge_id(name, judge),
                                                          eval_file)
         if todo:                # the cache lost verdicts since the check: nothing is scored from less
@@ -451,7 +472,7 @@ def scoring_without_the_kit(record, dataset, eval_file, judge_kwargs):
     """RBenchWithoutTheKit for this evaluation where it needs no kit: the offline judge; or an LLM judge the kit built
     before for the same name, arguments, kit files and environment (judge_resolution.recall), the verdict cache on,
     and every prompt still to judge answered by the cache with a verdict (efficient mode: with the caption seed its
-    progress file holds). None otherwise, and for anything the evaluation itself must report (bad input, a judge
+    progress file holds, or the one given; a fresh random draw has nothing cached). None otherwise, and for anything the evaluation itself must report (bad input, a judge
     R-Bench cannot use): the kit's path says it in one line."""
     from vlmeval_ext.dataset.utils import rbench_full as rules
     from vlmeval_ext.dataset.utils.exact_io import judge_id, read_text_table
@@ -470,25 +491,31 @@ def scoring_without_the_kit(record, dataset, eval_file, judge_kwargs):
         if not options.get('cache', True) or str(eval_file).count(f'.{ext}') != 1:
             return None                 # no cache to answer; a name the kit would not give its usual files
         subject.begin(options, eval_file)
+        given = kwargs.get('caption_seed')
         handed = subject.judge_arguments(dict(kwargs), [])
         name, protocol = rules.judge_protocol(handed)
         resolved = recall(name, kit_judge_arguments(handed), cache_dir(), judge_identity)
         done = read_progress(subject._progress_file())
         if resolved is None or done is None:
             return None
-        seed = protocol['caption_seed']
-        if protocol['mode'] == 'efficient' and (done.get('caption_seed') is None or int(done['caption_seed']) != seed):
+        seed, saved = protocol['caption_seed'], done.get('caption_seed')
+        if protocol['mode'] == 'efficient' and (saved is None and given is None                # a fresh random draw
+                                                or saved is not None and int(saved) != int(seed)):
             return None
         items = rules.read_pairs(read_text_table(eval_file), eval_file)[0]
-        _, demands, _, todo = rules.judge_requests(items, protocol['mode'], seed, done, judge_id(name, resolved),
-                                                   eval_file)
+        _, demands, key, todo = rules.judge_requests(items, protocol['mode'], seed, done, judge_id(name, resolved),
+                                                     eval_file)
         keys = _CacheKeys(shared_store(), name, resolved)
+        settled = {}
         for prompt in todo:
-            if rules.ask(CacheReader(keys), prompt, *demands[prompt][:2])['failed'] is not None:
+            result = rules.ask(CacheReader(keys), prompt, *demands[prompt][:2])
+            if result['failed'] is not None:
                 return None
+            settled[key[prompt]] = result
     except (ExtError, ValueError, KeyError, TypeError, NotInCache):
         return None
-    subject.resolved = resolved
+    subject.resolved, subject.settled = resolved, settled
+    subject.planned = ([(p, rules.calls_of(demands, p)) for p in todo], len(items), protocol['mode'] == 'efficient')
     return subject
 
 
