@@ -236,14 +236,9 @@ class RuleScoring:
 
     def score(self, eval_file: str, handed: dict):
         from vlmeval_ext.dataset.utils.exact_io import read_text_table
-        from vlmeval_ext.io import write_kit_table
+        from vlmeval_ext.io import write_result_files
         files, table = self.report.rule_files(self.dataset_name, read_text_table(eval_file), eval_file, handed)
-        for suffix, content in files.items():
-            path = stem_path(eval_file, suffix)
-            if suffix.endswith('.json'):
-                write_json(content, path)
-            else:
-                write_kit_table(content, path)
+        write_result_files(eval_file, files)
         return table
 
     def judges(self) -> list:

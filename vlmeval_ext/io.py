@@ -341,6 +341,17 @@ def write_kit_table(table, path) -> None:
     os.replace(tmp, path)
 
 
+def write_result_files(eval_file, files: dict) -> None:
+    """A scoring's files ({suffix: a dict for .json, a table otherwise}) beside the predictions, written as the kit's
+    `dump` writes them."""
+    for suffix, content in files.items():
+        path = stem_path(eval_file, suffix)
+        if suffix.endswith('.json'):
+            write_json(content, path)
+        else:
+            write_kit_table(content, path)
+
+
 def _json_default(obj):
     if hasattr(obj, 'item'):
         return obj.item()

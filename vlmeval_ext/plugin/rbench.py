@@ -440,14 +440,9 @@ class RBenchWithoutTheKit(RBenchSteps):
 
     def write_results(self, eval_file, counts, failed_rows, rows, judge, mode='official'):
         from vlmeval_ext.dataset.utils.rbench_full import evaluation_files
-        from vlmeval_ext.io import write_json, write_kit_table
+        from vlmeval_ext.io import write_result_files
         files, table = evaluation_files(counts, failed_rows, rows, judge, mode)
-        for suffix, content in files.items():
-            path = stem_path(eval_file, suffix)
-            if suffix.endswith('.json'):
-                write_json(content, path)
-            else:
-                write_kit_table(content, path)
+        write_result_files(eval_file, files)
         return table
 
     def judges(self):
