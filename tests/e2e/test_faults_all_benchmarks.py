@@ -4,8 +4,8 @@ playing the model (the kit's GPT4V class) and R-Bench's judge.
 
 Run 1: 20 % of all calls fail at random (seeded; 429, 500, timeout, malformed JSON, empty and garbage text), one
 model attempt per item and two per judge call, so failures happen and must be counted (plus one forced model
-failure per benchmark, so each has one whatever the random draw). Run 2: the same command,
-faults off: only what failed is asked again, and the scores equal a clean run's. Then every file of the run and
+failure per benchmark and one forced judge failure, so each kind happens whatever the random draw). Run 2: the
+same command, faults off: only what failed is asked again, and the scores equal a clean run's. Then every file of the run and
 the console are searched for the fake API key. Two subprocesses (~1-2 min each).
 
 Clean expectations come from the scripted replies: R-Bench through its own pure pipeline with a perfect judge,
@@ -20,6 +20,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,7 +29,7 @@ import pandas as pd
 import pytest
 
 from helpers.kit_tables import textvqa_tsv
-from helpers.rbench_play import BROKEN, PREFLIGHT, ScriptedModel, _assert_scores, judge_reply, model_output
+from helpers.rbench_play import _MCQ, _OPEN, BROKEN, PREFLIGHT, ScriptedModel, _assert_scores, judge_reply, model_output
 from helpers.secrets_check import KEY_PARTS, leaks
 from vlmeval_ext.io import write_kit_tsv
 from helpers.rbench_protocol import run_protocol
@@ -50,6 +51,21 @@ FAIL_MSG = 'Failed to obtain answer via API.'
 # In run 1 one item per benchmark always gets an empty 200 reply (the kit's failure text), so every benchmark
 # has at least one inference failure whatever the random faults hit; the random ones come on top.
 FORCED = {RB: (0, 'ref'), REMI: 0, ROCOCO: 0, RC: 2}
+
+
+class FirstJudgePromptFails:
+    """In run 1 the first R-Bench judge prompt the server sees gets HTTP 500 on every attempt, so the run has at
+    least one judge-failed score whatever the random faults hit (two attempts per call make a random one rare)."""
+
+    def __init__(self):
+        self.lock, self.prompt = threading.Lock(), None
+
+    def __call__(self, prompt: str) -> int | None:
+        if PREFLIGHT in prompt or PROBE_PROMPT in prompt or not (_MCQ.search(prompt) or _OPEN.search(prompt)):
+            return None
+        with self.lock:
+            self.prompt = self.prompt or prompt
+            return 500 if prompt == self.prompt else None
 
 
 # ------------------------------------------------------------------------------------- the scripted model
@@ -243,6 +259,7 @@ def test_random_faults_across_all_benchmarks_counted_listed_retried_and_no_key_l
     server = LoopbackServer(seed=8).start()
     server.default = play
     server.fault_rate, server.fault_kinds, server.timeout_sleep = 0.2, FAULT_KINDS, 2.5
+    server.rejection_rule = FirstJudgePromptFails()
     env['OPENAI_API_BASE'] = server.chat_url
     assert env['OPENAI_API_KEY'] == FAKE_KEY
     cmd = command(tmp_path, server)
@@ -254,7 +271,7 @@ def test_random_faults_across_all_benchmarks_counted_listed_retried_and_no_key_l
         # ---- run 1 finishes; the launcher exits 0 (an inference or judge failure is counted, not an error)
         assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
         assert '[vlmeval-ext] FAILED' not in first.stderr
-        injected = Counter(r.outcome for r in first_log if r.outcome != 'ok')
+        injected = Counter(r.outcome for r in first_log if r.outcome not in ('ok', 'rejected'))
         assert set(injected) == set(FAULT_KINDS), injected
         models = model_log(play, first_log)
         assert {b for b, *_ in models} == {RB, REMI, ROCOCO, RC}
@@ -346,7 +363,7 @@ def test_random_faults_across_all_benchmarks_counted_listed_retried_and_no_key_l
         assert shows(summaries[RC], 'failed_rows', len(failed[RC]))
 
         # ---- run 2: the same command, faults off: only what failed is asked again
-        server.fault_rate, play.force_failures = 0.0, False
+        server.fault_rate, play.force_failures, server.rejection_rule = 0.0, False, None
         server.reset_log()
         second = run(cmd, env)
         assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]

@@ -108,7 +108,8 @@ class LoopbackServer:
         self.fault_kinds: Iterable[str] = FAULT_KINDS
         self.down = False                  # answer every request with HTTP 503
         self.rejections: list[tuple[re.Pattern, int]] = []
-        self.rejection_rule: Callable[[str], bool] | None = None   # prompt -> rejected with HTTP 400 for good
+        # prompt -> True: rejected with HTTP 400 for good; an int: answered with that HTTP status; falsy: answered
+        self.rejection_rule: Callable[[str], bool | int] | None = None
         self.max_concurrent = 0            # > 0: requests beyond this many at once get HTTP 429
         self.retry_after: str | None = None    # the Retry-After header sent with every 429
         self._active = 0
@@ -263,8 +264,10 @@ class LoopbackServer:
         except (ValueError, KeyError, TypeError) as err:
             return handler._send(400, {'error': {'message': f'bad request: {err}'}})
         status = next((code for pattern, code in self.rejections if pattern.search(prompt)), None)
-        if status is None and self.rejection_rule is not None and self.rejection_rule(prompt):
-            status = 400
+        if status is None and self.rejection_rule is not None:
+            ruled = self.rejection_rule(prompt)
+            if ruled:
+                status = 400 if ruled is True else int(ruled)
         if status is not None:
             with self._lock:
                 self.log.append(LoggedRequest(model=str(body.get('model')), prompt=prompt, parts=parts,
