@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine, once per VLMEvalKit flavour; sets up the venvs it needs.
-#   bash tests/run.sh [PYTEST ARGS]                 both legs:
-#     ms-vlmeval  ms-vlmeval 0.0.20 from PyPI, in .venv
+#   bash tests/run.sh [PYTEST ARGS]                 every leg:
+#     ms-vlmeval  ms-vlmeval 0.0.20 from PyPI, in .venv: the whole suite
 #     upstream    an upstream VLMEvalKit checkout installed editable, in .venv-upstream; its source is
 #                 $VLMEVALKIT_SRC (a checkout folder or a .tar.gz of one), else ../shared/vendor/VLMEvalKit-*.tar.gz
-#                 beside this checkout; with neither, this leg does not run and the script says so
+#                 beside this checkout; with neither, this leg does not run and the script says so. Every test
+#                 that imports the kit, runs a command or opens the browser; the pure tests too when it runs alone
 #     py3.10      Python 3.10 (the kit's users' usual one), ms-vlmeval 0.0.20, in .venv-py3.10: every module
 #                 imports, tests/datasets, and the demo through run.py
 #     py3.12      Python 3.12, ms-vlmeval 0.0.20, in .venv-py3.12: every module imports, and the demo
@@ -33,6 +34,9 @@ if [ "${1:-}" = --kit ]; then
     *) echo "usage: bash tests/run.sh [--kit ms|upstream|py3.10|py3.12] [PYTEST ARGS]" >&2; exit 2 ;;
   esac
 fi
+# With the ms leg in this run, the upstream leg leaves out the pure tests (markers: tests/conftest.py) that it runs.
+ON_THE_KIT=''
+case " ${legs[*]} " in *" ms "*) ON_THE_KIT='kit or slow or browser' ;; esac
 
 upstream_source() {
   if [ -n "${VLMEVALKIT_SRC:-}" ]; then echo "$VLMEVALKIT_SRC"; return; fi
@@ -42,17 +46,20 @@ upstream_source() {
   [ -z "$found" ] || echo "$(cd "$vendor" && pwd -P)/$(basename "$found")"
 }
 
-# run_leg NAME VENV SETUP-ARGS...: sets up the venv, runs pytest in it; returns pytest's exit status.
-# A passing test's tmp_path is removed when it passes (a leg writes about 1 GB of them); a failing one's is kept.
+# run_leg NAME VENV SELECTION SETUP-ARGS...: sets up the venv, runs pytest in it with the marker SELECTION (empty:
+# every test); returns pytest's exit status. A passing test's tmp_path is removed when it passes (a leg writes about
+# 1 GB of them); a failing one's is kept. Idle workers take queued tests from busy ones (--dist worksteal), so one
+# long test last in a queue does not leave the other core idle.
 run_leg() {
-  local name="$1" venv="$2"; shift 2
+  local name="$1" venv="$2" selection="$3"; shift 3
   echo "================ tests on $name ================"
   local start=$SECONDS
   echo "[tests] $name: $(df -h --output=avail "$ROOT" | tail -n 1 | tr -d ' ') of disk free before set-up"
   bash scripts/setup_venv.sh "$@" || { echo "[tests] $name: setting up $venv failed" >&2; return 1; }
   echo "[tests] $name: venv ready in $((SECONDS - start)) s"
+  local marks=(); [ -z "$selection" ] || marks=(-m "$selection")
   "$venv/bin/python" -m pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed \
-    -n "${PYTEST_WORKERS:-2}" --durations=15 "${PYTEST_ARGS[@]}"
+    -n "${PYTEST_WORKERS:-2}" --dist worksteal --durations=15 "${marks[@]}" "${PYTEST_ARGS[@]}"
 }
 
 # run_python_leg X.Y TEST-PATH...: another Python's venv, the given tests, then the demo through run.py (its output
@@ -96,7 +103,7 @@ summary=()
 for leg in "${legs[@]}"; do
   start=$SECONDS
   case "$leg" in
-    ms) run_leg 'ms-vlmeval 0.0.20' .venv; rc=$? ;;
+    ms) run_leg 'ms-vlmeval 0.0.20' .venv ''; rc=$? ;;
     upstream)
       src="$(upstream_source)"
       if [ -z "$src" ] && [ "${#legs[@]}" = 1 ]; then
@@ -109,7 +116,9 @@ for leg in "${legs[@]}"; do
                   "  (a checkout folder or a .tar.gz of one)")
         continue
       fi
-      run_leg "upstream VLMEvalKit ($src)" .venv-upstream --upstream "$src"; rc=$? ;;
+      # The pure tests (no kit import, no subprocess, no browser: tests/conftest.py) ran on the ms leg, with the
+      # same pandas, numpy and matplotlib; here every test whose outcome can depend on the kit.
+      run_leg "upstream VLMEvalKit ($src)" .venv-upstream "$ON_THE_KIT" --upstream "$src"; rc=$? ;;
     py3.10) run_python_leg 3.10 tests/datasets tests/plugin/test_every_module_imports.py; rc=$? ;;
     py3.12) run_python_leg 3.12 tests/plugin/test_every_module_imports.py; rc=$? ;;
   esac
