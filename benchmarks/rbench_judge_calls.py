@@ -30,7 +30,7 @@ from helpers.fixtures import llava15_items, unpacked_fixtures  # noqa: E402
 from helpers.rbench_protocol import FunctionJudge, run_plans, table_rows  # noqa: E402
 from vlmeval_ext.dataset.utils.rbench_full import NEEDS  # noqa: E402
 from vlmeval_ext.dataset.utils import rbench_full as B  # noqa: E402
-from vlmeval_ext.offline_judge import parse_choices  # noqa: E402
+from vlmeval_ext.offline.judge import parse_choices  # noqa: E402
 
 _MCQ = re.compile(r'a set of options \[(?P<opts>.*)\] with option \[(?P<correct>.*)\] being the correct answer\.\n'
                   r'.*there will be an answer \[(?P<answer>.*)\] provided by a respondent\.', re.S)

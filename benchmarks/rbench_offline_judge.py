@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests'))
 
 from helpers.fixtures import llava15_items, read_official_results, unpacked_fixtures  # noqa: E402
-from vlmeval_ext.offline_judge import (  # noqa: E402
+from vlmeval_ext.offline.judge import (  # noqa: E402
     CAP_FEATURES, CAP_TOKEN_FEATURES, OFFLINE_LABEL, VQA_FEATURES, VQA_TOKEN_FEATURES, Item, OfflineJudge, _norm,
     _alternatives, _sentences, apply_linear, cap_verdicts, fit_calibration, fit_linear, fit_pair_metric,
     pair_vector, sum_verdicts, votes_for

@@ -98,7 +98,7 @@ def lmu(tmp_path, monkeypatch):
 _SLOW_SIGNS = ('run_kit(', 'subprocess.', 'Popen(', 'run_examples.sh')
 _KIT_SIGNS = ('import vlmeval\n', 'from vlmeval ', 'from vlmeval.', 'import vlmeval.', 'plugin_class(', '.evaluate(',
               "['eval'", 'build_kit_judge', 'vlmeval_ext.datasets', 'vlmeval_ext.registry import register',
-              'vlmeval_ext.launcher', 'vlmeval_ext.corrupt', 'vlmeval_ext.offline_models', 'kit_env')
+              'vlmeval_ext.launcher', 'vlmeval_ext.corrupt', 'vlmeval_ext.offline.models', 'kit_env')
 
 
 def _needs(path: Path, cache: dict) -> set[str]:

@@ -1,3 +1,3 @@
-from vlmeval_ext.cli import main
+from vlmeval_ext.cli.main import main
 
 main()

@@ -163,10 +163,10 @@ RESULT_TAGS = ('_efficient',)
 # Models of this package: name -> ('module:Class', default kwargs).
 MODELS = {
     # Needs no weights: each benchmark's naive baseline, the floor a real model should beat.
-    'Naive-Baseline': ('vlmeval_ext.offline_models:NaiveBaseline', {}),
+    'Naive-Baseline': ('vlmeval_ext.offline.models:NaiveBaseline', {}),
     **_ROCOCO_EMBEDDERS,
     # A smoke test of the retrieval pipeline, not a model: weight-free, chance-level recalls, never compared.
-    'RoCOCO-Smoke-Hash': ('vlmeval_ext.offline_models:SmokeHashEmbedding', {'dim': 64}),
+    'RoCOCO-Smoke-Hash': ('vlmeval_ext.offline.models:SmokeHashEmbedding', {'dim': 64}),
 }
 SMOKE_TEST_MODELS = ('RoCOCO-Smoke-Hash',)
 

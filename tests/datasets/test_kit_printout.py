@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from vlmeval_ext.cli import main
+from vlmeval_ext.cli.main import main
 from vlmeval_ext.dataset.utils.remi import result_table
 from vlmeval_ext.registry import benchmark_of, plugin_class
 

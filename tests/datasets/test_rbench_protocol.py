@@ -11,7 +11,7 @@ from helpers.rbench_protocol import FunctionJudge, run_protocol, table_rows
 from vlmeval_ext.dataset.utils import rbench_full as B
 from vlmeval_ext.dataset.utils.rbench_full import (ask, combine, parse_captions, parse_verdict, plan_score,
                                                    rbench_table, still_needed)
-from vlmeval_ext.offline_judge import certain_letter, parse_choices
+from vlmeval_ext.offline.judge import certain_letter, parse_choices
 from vlmeval_ext.spec import load_spec
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / 'benchmarks'

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from vlmeval_ext.dataset.utils.rbench_full import rbench_table, robustness_table
-from vlmeval_ext.rbench_cli import main as cli_main
-from vlmeval_ext.rbench_cli import paper_tables, read_scores_csv
+from vlmeval_ext.cli.rbench import main as cli_main
+from vlmeval_ext.cli.rbench import paper_tables, read_scores_csv
 
 
 @pytest.fixture(scope='module')
@@ -87,6 +87,6 @@ def test_plots_and_the_report_cli(official_rows, tmp_path, capsys):
 def test_report_cli_rejects_bad_file(tmp_path):
     bad = tmp_path / 's.csv'
     bad.write_text('name,type,distortion,strength,score_ref,score_dis,score_com\nx,MCQ,40,1,1,1,1\n')
-    proc = subprocess.run([sys.executable, '-m', 'vlmeval_ext.rbench_cli', 'report', str(bad)],
+    proc = subprocess.run([sys.executable, '-m', 'vlmeval_ext.cli.rbench', 'report', str(bad)],
                           capture_output=True, text=True)
     assert proc.returncode != 0 and 'line 2' in proc.stderr and 'distortion 40' in proc.stderr

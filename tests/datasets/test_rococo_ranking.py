@@ -10,7 +10,7 @@ import pytest
 from vlmeval_ext.dataset.utils import rococo_retrieval as R
 from vlmeval_ext.prepare import rococo as P
 from vlmeval_ext.scripts.build_rococo_mcq_tsv import pre_caption
-from vlmeval_ext.rococo_cli import score_embeddings
+from vlmeval_ext.cli.rococo import score_embeddings
 
 
 def score_i2t(ann, img, txt, **kw):

@@ -25,7 +25,7 @@ import pytest
 from helpers.kit_checkout import _git, copy_checkout, installed_kit
 from helpers.kit_run import REPO_ROOT, kit_environment, run_kit
 from helpers.loopback_server import LoopbackServer
-from vlmeval_ext.export import is_proposal, kit_files
+from vlmeval_ext.cli.export_upstream import is_proposal, kit_files
 from vlmeval_ext.registry import BENCHMARKS
 
 SENT = [r for r in BENCHMARKS if not is_proposal(r)]         # the pull requests; RoCOCO retrieval is a proposal

@@ -31,7 +31,7 @@ def test_run_py_with_the_offline_judge_scores_grab_without_llm_extracted(tmp_pat
 
 
 def test_eval_command_with_the_offline_judge(tmp_path, capsys):
-    from vlmeval_ext.cli import cmd_eval
+    from vlmeval_ext.cli.main import cmd_eval
     frame = read_table(DEMO_TSV).drop(columns=['image'])
     frame['prediction'] = frame['answer']
     path = tmp_path / 'M_GRAB_DEMO.tsv'

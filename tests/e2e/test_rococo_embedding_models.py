@@ -12,9 +12,9 @@ torch = pytest.importorskip('torch')
 transformers = pytest.importorskip('transformers')
 
 from helpers.tiny_models import make_tiny_clip  # noqa: E402
-from vlmeval_ext import rococo_cli as E  # noqa: E402
+from vlmeval_ext.cli import rococo as E  # noqa: E402
 from vlmeval_ext.prepare import rococo as P  # noqa: E402
-from vlmeval_ext.rococo_cli import score_embeddings  # noqa: E402
+from vlmeval_ext.cli.rococo import score_embeddings  # noqa: E402
 
 CHARS = 'abcdefghijklmnopqrstuvwxyz0123456789 '
 
@@ -119,7 +119,7 @@ def test_retrieval_through_run_py_equals_protocol_on_in_process_embeddings(tiny,
     from vlmeval_ext.io import load_predictions, read_table
     from vlmeval_ext.dataset.utils import rococo_retrieval as R
     from vlmeval_ext.prepare import rococo as D
-    from vlmeval_ext.rococo_cli import main as rococo_main
+    from vlmeval_ext.cli.rococo import main as rococo_main
     from helpers.kit_run import kit_environment, run_kit, write_config
     from helpers.rococo_sources import write_sources
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 from PIL import Image
 
-from vlmeval_ext import rococo_cli as E
+from vlmeval_ext.cli import rococo as E
 from vlmeval_ext.prepare.demos import write_gallery
 
 
@@ -29,7 +29,7 @@ def test_smoke_backend_is_deterministic_unit_vectors_in_one_space():
 
 
 def test_demo_gallery_runs_end_to_end_through_run_py(tmp_path):
-    from vlmeval_ext.rococo_cli import main as rococo_main
+    from vlmeval_ext.cli.rococo import main as rococo_main
     from helpers.kit_run import kit_environment, run_kit
 
     ann_dir, coco = write_gallery(tmp_path / 'gallery')

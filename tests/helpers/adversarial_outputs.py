@@ -58,7 +58,7 @@ def _remi() -> dict[str, Callable[[str], object]]:
 
 def _rbench() -> dict[str, Callable[[str], object]]:
     from vlmeval_ext.dataset.utils import rbench_full as B
-    from vlmeval_ext.offline_judge import certain_letter
+    from vlmeval_ext.offline.judge import certain_letter
     return {'R-Bench certain_letter': lambda t: certain_letter(t, {'A': 'running', 'B': 'play football'}),
             'R-Bench verdict': lambda t: B.parse_verdict(t, (0, 1, 2))}
 

@@ -16,7 +16,7 @@ import pytest
 from vlmeval_ext.prepare.demos import RBENCH_DEMO_TSV as DEMO_TSV, WIDTH0
 from vlmeval_ext.dataset.utils.rbench_full import rbench_table
 from vlmeval_ext.dataset.utils.rbench_full import caption_pick, parse_captions
-from vlmeval_ext.offline_judge import parse_choices
+from vlmeval_ext.offline.judge import parse_choices
 
 MODEL = 'LoopbackGPT'
 DATA = 'R-Bench-Full_DEMO'

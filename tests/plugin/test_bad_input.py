@@ -268,7 +268,7 @@ def _annotation(n_images=2):
     (np.array([['a'] * 4] * 2), np.ones((20, 4)), r'image\.npy: embeddings must be numeric'),
 ])
 def test_rococo_embeddings_with_wrong_shapes_or_nan(image_emb, text_emb, message):
-    from vlmeval_ext.rococo_cli import score_embeddings
+    from vlmeval_ext.cli.rococo import score_embeddings
     with pytest.raises(ValueError, match=message):
         score_embeddings(_annotation(), image_emb, text_emb, 'i2t', names=('image.npy', 'text.npy'))
 

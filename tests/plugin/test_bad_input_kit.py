@@ -191,7 +191,7 @@ def test_remi_non_dict_json_outputs_are_counted(kit, lmu, tmp_path, monkeypatch)
 # ----------------------------------------------------------------------------------------------------- CLI
 
 def _cli(argv, capsys):
-    from vlmeval_ext.cli import main
+    from vlmeval_ext.cli.main import main
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     err = capsys.readouterr().err.strip()
@@ -232,7 +232,7 @@ def test_cli_eval_of_an_unknown_dataset(kit, lmu, tmp_path, capsys):
 
 
 def test_cli_rococo_score_with_nan_embeddings(tmp_path, capsys):
-    from vlmeval_ext.cli import main
+    from vlmeval_ext.cli.main import main
     entries = [{'image': f'img{i}.jpg', 'caption': [f'photo {i} thing {k}' for k in range(10)]} for i in range(2)]
     (tmp_path / 'ann.json').write_text(json.dumps(entries))
     np.save(tmp_path / 'img.npy', np.array([[1.0, 0.0], [np.nan, 1.0]]))
@@ -248,7 +248,7 @@ def test_cli_rococo_score_with_nan_embeddings(tmp_path, capsys):
 def test_cli_corrupt_image_with_an_unknown_distortion(tmp_path, capsys):
     from PIL import Image
 
-    from vlmeval_ext.cli import main
+    from vlmeval_ext.cli.main import main
     Image.new('RGB', (16, 16)).save(tmp_path / 'in.png')
     with pytest.raises(SystemExit) as exit_info:
         main(['corrupt-image', str(tmp_path / 'in.png'), '--out-dir', str(tmp_path / 'out'), '--distortion', '99'])

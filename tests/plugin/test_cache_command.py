@@ -10,7 +10,7 @@ import pytest
 from helpers.grab_play import JUDGE_MARK, echo_judge
 from helpers.kit_run import FAKE_KEY
 from helpers.loopback_server import LoopbackServer
-from vlmeval_ext.cli import main as cli_main
+from vlmeval_ext.cli.main import main as cli_main
 
 
 def _cli(argv, capsys):

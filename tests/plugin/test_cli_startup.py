@@ -27,7 +27,7 @@ except SystemExit as e:
 print(json.dumps({{'code': code, 'torch': 'torch' in sys.modules, 'vlmeval': 'vlmeval' in sys.modules}}),
       file=sys.stderr)
 '''
-CLI = 'from vlmeval_ext.cli import main; main(sys.argv[1:])'
+CLI = 'from vlmeval_ext.cli.main import main; main(sys.argv[1:])'
 RUN_PY = 'import runpy; runpy.run_path("run.py", run_name="__main__")'
 
 

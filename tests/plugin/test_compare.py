@@ -9,7 +9,7 @@ import re
 import pandas as pd
 import pytest
 
-from vlmeval_ext.cli import main as cli_main
+from vlmeval_ext.cli.main import main as cli_main
 from vlmeval_ext.registry import benchmark_of
 
 

@@ -62,7 +62,7 @@ def judge_server(monkeypatch):
 
 
 def test_judge_down_is_a_clear_error_before_any_work(grab_cls, judge_server, tmp_path, capsys):
-    from vlmeval_ext.cli import main
+    from vlmeval_ext.cli.main import main
     path, data = _predictions(tmp_path)
     judge_server.down = True
     start = time.time()

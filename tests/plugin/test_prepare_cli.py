@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from vlmeval_ext.cli import main
+from vlmeval_ext.cli.main import main
 from vlmeval_ext.prepare.rbench import read_question_bank, records_from_dir, write_tsv
 from vlmeval_ext.prepare import demos
 

@@ -45,7 +45,7 @@ def test_rbench_table3_rows_as_cited():
     assert absolute.row('LLaVA1.5') is None and relative.row('InternVL2') is None
     assert pub.model_map['InternVL2-8B']['row'] == 'InternVL2'
     assert pub.model_map['InternVL2-8B']['correspondence'] == 'assumed'   # the README gives no size
-    # column paths point at the keys vlmeval_ext.rbench_cli.report writes
+    # column paths point at the keys vlmeval_ext.cli.rbench.report writes
     assert absolute.columns[0].ours == ('absolute', 'MCQ-low') and relative.columns[-1].ours == ('relative', 'Overall')
 
 

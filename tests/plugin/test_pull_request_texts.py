@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers.kit_run import REPO_ROOT
-from vlmeval_ext.export import is_proposal
+from vlmeval_ext.cli.export_upstream import is_proposal
 from vlmeval_ext.registry import BENCHMARKS
 from vlmeval_ext.spec import load_spec
 
@@ -49,7 +49,7 @@ def test_each_pull_request_ships_the_build_script_its_text_names(key):
     cited test runs it and compares its TSV with the plugin's build, byte for byte."""
     import re
 
-    from vlmeval_ext.export import kit_files
+    from vlmeval_ext.cli.export_upstream import kit_files
     from vlmeval_ext.registry import BENCHMARKS
     record = next(r for r in BENCHMARKS if r.key == key)
     script = re.search(r'python (scripts/build_\w+_tsv\.py)', FACTS[key]['data']['build']).group(1)
@@ -61,7 +61,7 @@ def test_each_pull_request_ships_the_build_script_its_text_names(key):
 def test_what_only_the_maintainers_can_decide_is_asked_in_the_text():
     """RoCOCO-MCQ's TYPE: 'MCQ' makes the kit's run.py configure a judge its evaluate never calls; the pull request
     asks the maintainers instead of choosing silently."""
-    from vlmeval_ext.export import pr_text
+    from vlmeval_ext.cli.export_upstream import pr_text
     record = next(r for r in BENCHMARKS if r.key == 'RoCOCO-MCQ')
     text = pr_text(record, {}, [], 0)
     todo = text.split('## Still to do before merging', 1)[1]

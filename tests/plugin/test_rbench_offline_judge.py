@@ -4,7 +4,7 @@ import pytest
 
 from helpers.fixtures import llava15_items, read_official_results
 from vlmeval_ext.spec import load_spec
-from vlmeval_ext.offline_judge import (OFFLINE_LABEL, Item, OfflineJudge, _tokens, cap_verdicts, contains_answer,
+from vlmeval_ext.offline.judge import (OFFLINE_LABEL, Item, OfflineJudge, _tokens, cap_verdicts, contains_answer,
                                               fit_calibration, fit_pair_metric, graded_votes, number_conflict, pair_vector,
                                               plural_mismatch, sum_verdicts, token_alignment, votes_for, word_match,
                                               word_recall)

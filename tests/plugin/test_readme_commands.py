@@ -62,9 +62,9 @@ def command_of(words: list[str]) -> tuple[str, list[str]] | None:
         rest = words[1:]
     elif words[:3] == ['python', '-m', 'vlmeval_ext']:
         rest = words[3:]
-    elif words[:3] == ['python', '-m', 'vlmeval_ext.rococo_cli']:
+    elif words[:3] == ['python', '-m', 'vlmeval_ext.cli.rococo']:
         return 'rococo', words[3:]
-    elif words[:3] == ['python', '-m', 'vlmeval_ext.rbench_cli']:
+    elif words[:3] == ['python', '-m', 'vlmeval_ext.cli.rbench']:
         return 'rbench', words[3:]
     elif words[0] == 'python' and len(words) > 1 and words[1] == 'run.py':
         return 'run', words[2:]
@@ -130,7 +130,7 @@ def problems_of(kind: str, argv: list[str], monkeypatch) -> str | None:
             return f'unknown dataset name(s) {unknown}'
         judge_options_of(early.judge_args)
         return None
-    from vlmeval_ext import cli, rbench_cli, rococo_cli
+    from vlmeval_ext.cli import main as cli, rbench as rbench_cli, rococo as rococo_cli
     if kind == 'cli' and len(argv) == 1:          # a command named in prose: it must exist
         return None if argv[0] in (*cli.COMMANDS, *cli.DELEGATED) else f'no command {argv[0]!r}'
     main = {'cli': cli.main, 'rococo': rococo_cli.main, 'rbench': rbench_cli.main}[kind]
@@ -164,7 +164,7 @@ def test_every_readme_command_is_accepted(line, command, monkeypatch):
 
 
 def _help_of(argv: list[str], monkeypatch) -> str:
-    from vlmeval_ext import cli
+    from vlmeval_ext.cli import main as cli
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as stop:
         cli.main(argv)
@@ -173,7 +173,7 @@ def _help_of(argv: list[str], monkeypatch) -> str:
 
 
 def every_help() -> list[list[str]]:
-    from vlmeval_ext.cli import COMMANDS, DELEGATED
+    from vlmeval_ext.cli.main import COMMANDS, DELEGATED
     commands = [[name, '--help'] for name in (*COMMANDS, *DELEGATED) if name != 'run']
     commands += [['rococo', sub, '--help'] for sub in ('score', 'gallery', 'make-mixed', 'embed', 'prepare',
                                                         'demo-gallery')]

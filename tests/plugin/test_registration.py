@@ -32,7 +32,7 @@ import json, sys
 sys.path.insert(0, {str(REPO_ROOT)!r})
 finders = [type(f).__name__ for f in sys.meta_path]
 import vlmeval_ext, vlmeval_ext.judging, vlmeval_ext.io, vlmeval_ext.registry, vlmeval_ext.spec
-import vlmeval_ext.records.run_records, vlmeval_ext.records.summary, vlmeval_ext.launcher, vlmeval_ext.cli
+import vlmeval_ext.records.run_records, vlmeval_ext.records.summary, vlmeval_ext.launcher, vlmeval_ext.cli.main
 out = {{'kit_imported': 'vlmeval' in sys.modules, 'torch_imported': 'torch' in sys.modules,
         'finders_unchanged': finders == [type(f).__name__ for f in sys.meta_path]}}
 import vlmeval.dataset as kit
@@ -113,7 +113,7 @@ try:
     vlmeval_ext.register()
 except vlmeval_ext.ExtError as err:
     print('REGISTER:', type(err).__name__, err)
-from vlmeval_ext.cli import main
+from vlmeval_ext.cli.main import main
 main(['run', '--data', 'GRAB_DEMO', '--model', 'Naive-Baseline'])
 '''
     proc = _python(code, '-S', '-I')

@@ -9,7 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from vlmeval_ext.cli import main as cli_main
+from vlmeval_ext.cli.main import main as cli_main
 from vlmeval_ext.records.report_html import SECTION_CACHE, build
 from vlmeval_ext.registry import benchmark_of
 

@@ -1,4 +1,4 @@
-"""`python -m vlmeval_ext.rococo_cli`: score (last stdout line is the JSON), gallery, make-mixed, error messages."""
+"""`python -m vlmeval_ext.cli.rococo`: score (last stdout line is the JSON), gallery, make-mixed, error messages."""
 from __future__ import annotations
 
 import json
@@ -11,14 +11,14 @@ import numpy as np
 from PIL import Image
 
 from vlmeval_ext.prepare import rococo as P
-from vlmeval_ext.rococo_cli import score_embeddings
+from vlmeval_ext.cli.rococo import score_embeddings
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args, check=True):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get('PYTHONPATH', '')]))
-    proc = subprocess.run([sys.executable, '-m', 'vlmeval_ext.rococo_cli', *map(str, args)], capture_output=True,
+    proc = subprocess.run([sys.executable, '-m', 'vlmeval_ext.cli.rococo', *map(str, args)], capture_output=True,
                           text=True, env=env)
     if check:
         assert proc.returncode == 0, proc.stderr

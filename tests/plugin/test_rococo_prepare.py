@@ -15,8 +15,8 @@ from vlmeval_ext.io import DataError, read_table, write_kit_tsv
 from vlmeval_ext.prepare import demos
 from vlmeval_ext.prepare import rococo as D
 from vlmeval_ext.prepare import rococo as P
-from vlmeval_ext.rococo_cli import main as rococo_main
-from vlmeval_ext.rococo_cli import score_embeddings
+from vlmeval_ext.cli.rococo import main as rococo_main
+from vlmeval_ext.cli.rococo import score_embeddings
 
 
 def score_retrieval(preds, direction, source):

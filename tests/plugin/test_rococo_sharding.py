@@ -16,7 +16,7 @@ from PIL import Image
 
 torch = pytest.importorskip('torch')
 
-from vlmeval_ext import rococo_cli as E  # noqa: E402
+from vlmeval_ext.cli import rococo as E  # noqa: E402
 
 TEXTS = [f'a photo of thing {i} on a table' for i in range(6)] + ['x' * 90]
 

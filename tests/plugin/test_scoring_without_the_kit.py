@@ -18,7 +18,7 @@ import pytest
 from helpers.kit_run import REPO_ROOT
 
 FAIL = 'Failed to obtain answer via API.'
-PROBE = ('import json, sys\nfrom vlmeval_ext.cli import main\ncode = 0\ntry:\n    main(sys.argv[1:])\n'
+PROBE = ('import json, sys\nfrom vlmeval_ext.cli.main import main\ncode = 0\ntry:\n    main(sys.argv[1:])\n'
          'except SystemExit as e:\n    code = e.code or 0\n'
          'print(json.dumps({"code": code, "vlmeval": "vlmeval" in sys.modules, "scipy": "scipy" in sys.modules, '
          '"pyplot": "matplotlib.pyplot" in sys.modules}), file=sys.stderr)\n')

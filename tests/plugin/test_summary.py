@@ -109,7 +109,7 @@ def test_one_table_says_which_datasets_are_whose(tmp_path):
 def test_summary_command_writes_markdown_and_csv_with_units(tmp_path, capsys):
     """`vlmeval-ext summary WORK_DIR`: every model of a work dir, each column naming its unit (% or 0-1 as each
     paper reports, (count) for counts), the judge said once per table, and one long CSV with a unit column."""
-    from vlmeval_ext.cli import main as cli_main
+    from vlmeval_ext.cli.main import main as cli_main
     work = tmp_path / 'outputs'
     for model in ('Model_A', 'Model_B'):
         write(work / model, f'{model}_R-Bench-Full_DEMO_score.json', rbench_score(tmp_path))

@@ -109,7 +109,7 @@ def test_600_bare_number_predictions_get_exactly_the_grab_rule(tmp_path, bare_nu
                               env=env, cwd=tmp_path, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
     else:                       # the same command's function, in this process
-        from vlmeval_ext.cli import cmd_eval
+        from vlmeval_ext.cli.main import cmd_eval
         assert cmd_eval(argv[1:]) == 0
     scores = json.loads((tmp_path / 'Model_GRAB_score.json').read_text())
     assert scores['official']['Overall'] == round(expected, 4)          # the report rounds percentages to 4 places

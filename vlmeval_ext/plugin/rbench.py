@@ -273,7 +273,7 @@ class RBenchSteps:
             raise JudgeIncomplete('R-Bench needs an LLM judge (the kit would fall back to exact matching): pass '
                                   '--judge MODEL (an OpenAI-compatible judge, see README) or --judge offline')
         if judge_kwargs.get('model') in OFFLINE_JUDGES:
-            from vlmeval_ext.offline_judge import OFFLINE_LABEL
+            from vlmeval_ext.offline.judge import OFFLINE_LABEL
             notes.append(f"judge {judge_kwargs['model']}: {OFFLINE_LABEL}; every table says so")
         elif judge_kwargs.get('judge_mode') == 'efficient' and judge_kwargs.get('caption_seed') is None:
             # drawn here, not in the kit dialect, so the calls can be counted before judging: the seed a started
@@ -294,7 +294,7 @@ class RBenchSteps:
         name, protocol = self.judge_protocol(kwargs)
         items, counts, failed_rows = self.read_pairs(eval_file)
         if name in OFFLINE_JUDGES:
-            from vlmeval_ext.offline_judge import score_items_offline
+            from vlmeval_ext.offline.judge import score_items_offline
             rows, block = score_items_offline(items, name)
         else:
             judge = self.cached_judge(name, kwargs)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from vlmeval_ext.dataset.utils.rbench_full import parse_captions
-from vlmeval_ext.offline_judge import parse_choices
+from vlmeval_ext.offline.judge import parse_choices
 from vlmeval_ext.io import DataError, unreadable_reason
 # The text cells, the files read, the rows and their writing are the exported build script's
 # (scripts/build_rbench_full_tsv.py in the pull request), so the TSV the plugin builds and the one a maintainer

@@ -34,7 +34,7 @@ from pathlib import Path
 from vlmeval_ext.errors import ExtError
 from vlmeval_ext.registry import BENCHMARKS, Benchmark
 
-PACKAGE_ROOT = Path(__file__).resolve().parent
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
 class ExportError(ExtError):

@@ -1,6 +1,6 @@
-"""`python -m vlmeval_ext.rbench_cli report SCORES.csv [--tables]`: R-Bench's robustness table rebuilt from a per-item
+"""`python -m vlmeval_ext.cli.rbench report SCORES.csv [--tables]`: R-Bench's robustness table rebuilt from a per-item
 scores file (an evaluation's `<stem>_scores.csv`, or one written by any pipeline with the same columns), without
-judging; `python -m vlmeval_ext.rbench_cli prepare OUT.tsv [--from DIR|modelscope|hf] [--allow-subset]`: the kit TSV
+judging; `python -m vlmeval_ext.cli.rbench prepare OUT.tsv [--from DIR|modelscope|hf] [--allow-subset]`: the kit TSV
 written anywhere. The table is the kit dataset's own (vlmeval_ext.dataset.utils.rbench_full.rbench_table)."""
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def paper_tables(table, label: str = '') -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog='python -m vlmeval_ext.rbench_cli')
+    ap = argparse.ArgumentParser(prog='python -m vlmeval_ext.cli.rbench')
     sub = ap.add_subparsers(dest='cmd', required=True)
     rep = sub.add_parser('report', help='rebuild the robustness table from a per-item scores CSV')
     rep.add_argument('scores')

@@ -1,5 +1,5 @@
 """`vlmeval-ext rococo score | gallery | make-mixed | embed | prepare | demo-gallery` (also `python -m
-vlmeval_ext.rococo_cli ...`): RoCOCO tools beside the kit datasets.
+vlmeval_ext.cli.rococo ...`): RoCOCO tools beside the kit datasets.
 
 score        scores embeddings computed anywhere; prints the metrics JSON object as the LAST line of stdout.
 gallery      exports the normalised texts and the image list in the row order `score` expects.
@@ -208,7 +208,7 @@ def load_embedder(spec: str, device: str = 'cpu'):
     smoke-hash:<dim> (the weight-free smoke test)."""
     backend, sep, target = spec.partition(':')
     if backend == 'smoke-hash' and sep:
-        from vlmeval_ext.offline_models import SmokeHashEmbedder
+        from vlmeval_ext.offline.models import SmokeHashEmbedder
         return SmokeHashEmbedder(int(target))
     from vlmeval_ext.vlm.rococo_embedding import RoCOCOEmbedding
     if not sep or backend not in RoCOCOEmbedding.BACKENDS or not target:

@@ -15,7 +15,7 @@ from vlmeval_ext.errors import ExtError, report
 DELEGATED = {
     'corrupt-image': ('vlmeval_ext.corrupt.cli:corrupt_image_main', 'write the 33 distortions of one image'),
     'corrupt': ('vlmeval_ext.corrupt.cli:corrupt_dataset_main', 'build <Dataset>-RC paired robustness variants'),
-    'rococo': ('vlmeval_ext.rococo_cli:main',
+    'rococo': ('vlmeval_ext.cli.rococo:main',
                'RoCOCO tools: prepare, embed, score, gallery, make-mixed, demo-gallery'),
     'leaderboard': ('vlmeval_ext.records.leaderboard:leaderboard_main', 'collect a work dir into a leaderboard'),
     'diff-manifests': ('vlmeval_ext.records.manifest:diff_manifests_main', 'why two runs may disagree'),
@@ -25,7 +25,7 @@ DELEGATED = {
                 'does model B really beat model A? paired differences with intervals and p-values'),
     'report': ('vlmeval_ext.records.report_html:report_main',
                'one self-contained HTML page of a work dir: tables, plots and the items behind them'),
-    'export-upstream': ('vlmeval_ext.export:export_main',
+    'export-upstream': ('vlmeval_ext.cli.export_upstream:export_main',
                         'one patch per benchmark for a VLMEvalKit checkout, with its pull-request text'),
 }
 
