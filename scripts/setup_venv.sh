@@ -35,18 +35,22 @@ fingerprint() {
   { cat "$ROOT/setup.py" "$ROOT/scripts/setup_venv.sh"; printf '%s\n' "$@"; } | sha1sum | cut -d' ' -f1
 }
 
-up_to_date() { [ -x "$VENV/bin/python" ] && [ -f "$VENV/.vlmeval-ext-setup" ] && [ "$(cat "$VENV/.vlmeval-ext-setup")" = "$1" ]; }
+complete() { [ -x "$1/bin/python" ] && [ -f "$1/.vlmeval-ext-setup" ]; }
+up_to_date() { complete "$VENV" && [ "$(cat "$VENV/.vlmeval-ext-setup")" = "$1" ]; }
 
 # The other test venv, when it is complete: its torch stack is hard-linked into a new venv (scripts/share_torch.py)
-# instead of installed a second time, so that the two venvs need about 9.5 GB of disk, not 15.
+# instead of installed a second time, so that the two venvs need about 9.5 GB of disk, not 15. A venv of another
+# Python (3.10, 3.12) gets from .venv (else .venv-upstream) only the stack's wheels built for any Python 3, the CUDA
+# libraries (3.2 GB); torch, torchvision and triton for that Python come from the package index.
 sibling_venv() {
   local other
   case "$VENV" in
     "$ROOT/.venv") other="$ROOT/.venv-upstream" ;;
     "$ROOT/.venv-upstream") other="$ROOT/.venv" ;;
-    *) return 1 ;;                       # another Python: its torch is built for that Python
+    *) for other in "$ROOT/.venv" "$ROOT/.venv-upstream"; do complete "$other" && { echo "$other"; return 0; }; done
+       return 1 ;;
   esac
-  [ -x "$other/bin/python" ] && [ -f "$other/.vlmeval-ext-setup" ] && echo "$other"
+  complete "$other" && echo "$other"
 }
 
 new_venv() {
@@ -54,12 +58,15 @@ new_venv() {
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   rm -f "$VENV/.vlmeval-ext-setup"
   pip_q --upgrade pip
-  local other site
+  local other site share=()
+  case "$VENV" in "$ROOT/.venv"|"$ROOT/.venv-upstream") ;; *) share=(--any-python) ;; esac
   site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   if [ ! -d "$site/torch" ] && other="$(sibling_venv)"; then
-    "$other/bin/python" "$ROOT/scripts/share_torch.py" "$site" "${TORCH[0]#torch==}" "${TORCH[1]#torchvision==}" || true
+    "$other/bin/python" "$ROOT/scripts/share_torch.py" "${share[@]}" "$site" "${TORCH[0]#torch==}" "${TORCH[1]#torchvision==}" \
+      || true
   fi
-  pip_q "${TORCH[@]}"
+  # The torch stack is several GB: pip's cache would hold a downloaded copy of it a second time.
+  pip_q --no-cache-dir "${TORCH[@]}"
 }
 
 setup_ms() {

@@ -68,6 +68,7 @@ run_python_leg() {
   local version="$1"; shift
   echo "================ Python $version (ms-vlmeval 0.0.20) ================"
   local start=$SECONDS venv="$ROOT/.venv-py$version" demo_dir log rc=0
+  echo "[tests] py$version: $(df -h --output=avail "$ROOT" | tail -n 1 | tr -d ' ') of disk free before set-up"
   bash scripts/setup_venv.sh --python "$version" || { echo "[tests] py$version: setting up $venv failed" >&2; return 1; }
   echo "[tests] py$version: venv ready in $((SECONDS - start)) s ($("$venv/bin/python" -V))"
   "$venv/bin/python" -m pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed -n "${PYTEST_WORKERS:-2}" \
@@ -127,4 +128,5 @@ for leg in "${legs[@]}"; do
 done
 echo "================ summary ================"
 printf '[tests] %s\n' "${summary[@]}"
+echo "[tests] $(df -h --output=avail "$ROOT" | tail -n 1 | tr -d ' ') of disk free at the end"
 exit "$status"

@@ -1,6 +1,7 @@
 """scripts/share_torch.py, which tests/run.sh uses so that its two venvs hold the torch stack once on disk: it
-links the running venv's own torch files into a new site-packages folder, refuses when the pins differ or the
-folder has torch already, and leaves nothing behind when it cannot link."""
+links the running venv's own torch files into a new site-packages folder (into another Python's, only the wheels
+built for any Python 3), refuses when the pins differ or the folder has torch already, and leaves nothing behind
+when it cannot link."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -76,3 +77,35 @@ def test_a_link_that_fails_half_way_takes_back_every_link_it_made(tmp_path):
     assert done.returncode == 3 and ('File exists' in done.stderr or 'cross-device' in done.stderr)
     left = [path for path in target.rglob('*') if path.is_file()]
     assert left == [record] and record.read_text() == 'in the way\n'
+
+
+def test_for_another_python_only_the_wheels_built_for_any_python_3_are_linked(tmp_path):
+    target = tmp_path / 'lib' / 'python3.10' / 'site-packages'
+    target.mkdir(parents=True)
+    done = subprocess.run([sys.executable, str(SCRIPT), '--any-python', str(target), *PINS], capture_output=True,
+                          text=True, timeout=300)
+    if done.returncode == 3 and 'Invalid cross-device link' in done.stderr:
+        assert not any(target.iterdir()), done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    assert "wheels for any Python 3 hard-linked" in done.stderr
+    linked = {path.name.split('-')[0].lower() for path in target.glob('*.dist-info')}
+    # torch, torchvision and triton are built for one Python each: pip installs them for the target's Python.
+    assert not {'torch', 'torchvision', 'triton'} & linked
+    assert not (target / 'torch').exists()
+    # Every linked distribution is one whose WHEEL says py3-none (the CUDA libraries), linked, not copied.
+    for info in target.glob('*.dist-info'):
+        tags = [line for line in (info / 'WHEEL').read_text().splitlines() if line.startswith('Tag:')]
+        assert tags and all('-none-' in tag and tag.split()[1].startswith(('py2', 'py3')) for tag in tags), info
+        source = Path(importlib.metadata.distribution(info.name.split('-')[0]).locate_file(info.name)) / 'RECORD'
+        assert os.stat(info / 'RECORD').st_ino == os.stat(source).st_ino
+    wheels = [d for d in importlib.metadata.distributions()
+              if (d.metadata['Name'] or '').lower().startswith('nvidia-')]
+    assert len(linked) >= len(wheels)
+    # Not into a folder of no Python 3.
+    elsewhere = tmp_path / 'other' / 'python2.7' / 'site-packages'
+    elsewhere.mkdir(parents=True)
+    wrong = subprocess.run([sys.executable, str(SCRIPT), '--any-python', str(elsewhere), *PINS],
+                           capture_output=True, text=True, timeout=300)
+    assert wrong.returncode == 3 and 'is not a Python 3 site-packages folder' in wrong.stderr
+    assert not any(elsewhere.iterdir())
