@@ -41,7 +41,7 @@ up_to_date() { complete "$VENV" && [ "$(cat "$VENV/.vlmeval-ext-setup")" = "$1" 
 # The other test venv, when it is complete: its torch stack is hard-linked into a new venv (scripts/share_torch.py)
 # instead of installed a second time, so that the two venvs need about 9.5 GB of disk, not 15. A venv of another
 # Python (3.10, 3.12) gets from .venv (else .venv-upstream) only the stack's wheels built for any Python 3, the CUDA
-# libraries (3.2 GB); torch, torchvision and triton for that Python come from the package index.
+# libraries (3.1 GiB); torch, torchvision and triton for that Python come from the package index.
 sibling_venv() {
   local other
   case "$VENV" in

@@ -10,10 +10,12 @@ versions; it links the files of torch, torchvision, triton and the nvidia-*/cuda
 small pure-Python requirements.
 
 With --any-python the target is another Python's (3.10, 3.12): only the wheels of the stack built for any Python 3
-(tag py3-none-..., the nvidia-* CUDA libraries and the like: about 3.2 GB) are linked; torch, torchvision, triton
-and cuda-bindings, built for one Python each, are left for pip to install for that Python. pip never writes into an installed file (it unlinks before it writes, and it
-uninstalls by moving), so neither venv can change the other's files. Console scripts outside site-packages
-(torchrun, proton) are not linked: their first line names the source venv's Python.
+(tag py3-none-..., the nvidia-* CUDA libraries and the like: about 3.1 GiB) are linked; torch, torchvision, triton
+and cuda-bindings, built for one Python each, are left for pip to install for that Python.
+
+pip never writes into an installed file (it unlinks before it writes, and it uninstalls by moving), so neither venv
+can change the other's files. Console scripts outside site-packages (torchrun, proton) are not linked: their first
+line names the source venv's Python.
 
 Exit status: 0 when linked; 3 when nothing was linked (versions differ, another file system, ...), with the
 reason on stderr; the caller then installs torch from scratch.

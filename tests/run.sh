@@ -46,6 +46,9 @@ upstream_source() {
   [ -z "$found" ] || echo "$(cd "$vendor" && pwd -P)/$(basename "$found")"
 }
 
+# The free disk where the venvs go, e.g. 17G.
+disk_free() { df -h --output=avail "$ROOT" | tail -n 1 | tr -d ' '; }
+
 # run_leg NAME VENV SELECTION SETUP-ARGS...: sets up the venv, runs pytest in it with the marker SELECTION (empty:
 # every test); returns pytest's exit status. A passing test's tmp_path is removed when it passes (a leg writes about
 # 1 GB of them); a failing one's is kept. Idle workers take queued tests from busy ones (--dist worksteal), so one
@@ -54,7 +57,7 @@ run_leg() {
   local name="$1" venv="$2" selection="$3"; shift 3
   echo "================ tests on $name ================"
   local start=$SECONDS
-  echo "[tests] $name: $(df -h --output=avail "$ROOT" | tail -n 1 | tr -d ' ') of disk free before set-up"
+  echo "[tests] $name: $(disk_free) of disk free before set-up"
   bash scripts/setup_venv.sh "$@" || { echo "[tests] $name: setting up $venv failed" >&2; return 1; }
   echo "[tests] $name: venv ready in $((SECONDS - start)) s"
   local marks=(); [ -z "$selection" ] || marks=(-m "$selection")
@@ -68,7 +71,7 @@ run_python_leg() {
   local version="$1"; shift
   echo "================ Python $version (ms-vlmeval 0.0.20) ================"
   local start=$SECONDS venv="$ROOT/.venv-py$version" demo_dir log rc=0
-  echo "[tests] py$version: $(df -h --output=avail "$ROOT" | tail -n 1 | tr -d ' ') of disk free before set-up"
+  echo "[tests] py$version: $(disk_free) of disk free before set-up"
   bash scripts/setup_venv.sh --python "$version" || { echo "[tests] py$version: setting up $venv failed" >&2; return 1; }
   echo "[tests] py$version: venv ready in $((SECONDS - start)) s ($("$venv/bin/python" -V))"
   "$venv/bin/python" -m pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed -n "${PYTEST_WORKERS:-2}" \
@@ -128,5 +131,5 @@ for leg in "${legs[@]}"; do
 done
 echo "================ summary ================"
 printf '[tests] %s\n' "${summary[@]}"
-echo "[tests] $(df -h --output=avail "$ROOT" | tail -n 1 | tr -d ' ') of disk free at the end"
+echo "[tests] $(disk_free) of disk free at the end"
 exit "$status"
