@@ -38,19 +38,22 @@ fingerprint() {
 complete() { [ -x "$1/bin/python" ] && [ -f "$1/.vlmeval-ext-setup" ]; }
 up_to_date() { complete "$VENV" && [ "$(cat "$VENV/.vlmeval-ext-setup")" = "$1" ]; }
 
+# Whether $VENV is one of the two test venvs, which run on $PYTHON (default python3), not a --python X.Y venv.
+on_main_python() { case "$VENV" in "$ROOT/.venv"|"$ROOT/.venv-upstream") return 0 ;; *) return 1 ;; esac; }
+
 # The other test venv, when it is complete: its torch stack is hard-linked into a new venv (scripts/share_torch.py)
 # instead of installed a second time, so that the two venvs need about 9.5 GB of disk, not 15. A venv of another
 # Python (3.10, 3.12) gets from .venv (else .venv-upstream) only the stack's wheels built for any Python 3, the CUDA
 # libraries (3.1 GiB); torch, torchvision and triton for that Python come from the package index.
 sibling_venv() {
   local other
-  case "$VENV" in
-    "$ROOT/.venv") other="$ROOT/.venv-upstream" ;;
-    "$ROOT/.venv-upstream") other="$ROOT/.venv" ;;
-    *) for other in "$ROOT/.venv" "$ROOT/.venv-upstream"; do complete "$other" && { echo "$other"; return 0; }; done
-       return 1 ;;
-  esac
-  complete "$other" && echo "$other"
+  if on_main_python; then
+    [ "$VENV" = "$ROOT/.venv" ] && other="$ROOT/.venv-upstream" || other="$ROOT/.venv"
+    complete "$other" && echo "$other"
+    return
+  fi
+  for other in "$ROOT/.venv" "$ROOT/.venv-upstream"; do complete "$other" && { echo "$other"; return 0; }; done
+  return 1
 }
 
 new_venv() {
@@ -59,7 +62,7 @@ new_venv() {
   rm -f "$VENV/.vlmeval-ext-setup"
   pip_q --upgrade pip
   local other site share=()
-  case "$VENV" in "$ROOT/.venv"|"$ROOT/.venv-upstream") ;; *) share=(--any-python) ;; esac
+  on_main_python || share=(--any-python)
   site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   if [ ! -d "$site/torch" ] && other="$(sibling_venv)"; then
     "$other/bin/python" "$ROOT/scripts/share_torch.py" "${share[@]}" "$site" "${TORCH[0]#torch==}" "${TORCH[1]#torchvision==}" \
@@ -69,15 +72,20 @@ new_venv() {
   pip_q --no-cache-dir "${TORCH[@]}"
 }
 
+# vlmeval-ext with ms-vlmeval 0.0.20 into $VENV, checked, then the stamp $1 that marks the venv complete.
+install_with_ms() {
+  pip_q -e "$ROOT[ms,test]"
+  "$VENV/bin/python" -c "import importlib.metadata as m; m.version('ms-vlmeval')
+import torch, torchvision, vlmeval_ext, yaml, cv2, pytest" || fail "the environment in $VENV is incomplete (see pip's output above)"
+  echo "$1" > "$VENV/.vlmeval-ext-setup"
+}
+
 setup_ms() {
   VENV="$ROOT/.venv"
   local want; want="$(fingerprint ms)"
   up_to_date "$want" && return 0
   new_venv
-  pip_q -e "$ROOT[ms,test]"
-  "$VENV/bin/python" -c "import importlib.metadata as m; m.version('ms-vlmeval')
-import torch, torchvision, vlmeval_ext, yaml, cv2, pytest" || fail "the environment in $VENV is incomplete (see pip's output above)"
-  echo "$want" > "$VENV/.vlmeval-ext-setup"
+  install_with_ms "$want"
 }
 
 setup_upstream() {
@@ -147,10 +155,7 @@ setup_python() {
   want="$(fingerprint "python-$version" "$("$PY" -c 'import sys; print(sys.version)')")"
   up_to_date "$want" && return 0
   new_venv
-  pip_q -e "$ROOT[ms,test]"
-  "$VENV/bin/python" -c "import importlib.metadata as m; m.version('ms-vlmeval')
-import torch, torchvision, vlmeval_ext, yaml, cv2, pytest" || fail "the environment in $VENV is incomplete (see pip's output above)"
-  echo "$want" > "$VENV/.vlmeval-ext-setup"
+  install_with_ms "$want"
 }
 
 case "${1:-}" in

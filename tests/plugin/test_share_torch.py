@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,15 @@ def test_a_link_that_fails_half_way_takes_back_every_link_it_made(tmp_path):
     assert left == [record] and record.read_text() == 'in the way\n'
 
 
+def normalized(name: str) -> str:
+    return re.sub(r'[-_.]+', '_', name).lower()
+
+
+def built_for_any_python_3(dist) -> bool:
+    tags = [line for line in (dist.read_text('WHEEL') or '').splitlines() if line.startswith('Tag:')]
+    return bool(tags) and all('-none-' in tag and tag.split()[1].startswith(('py2', 'py3')) for tag in tags)
+
+
 def test_for_another_python_only_the_wheels_built_for_any_python_3_are_linked(tmp_path):
     target = tmp_path / 'lib' / 'python3.10' / 'site-packages'
     target.mkdir(parents=True)
@@ -87,21 +97,26 @@ def test_for_another_python_only_the_wheels_built_for_any_python_3_are_linked(tm
     if done.returncode == 3 and 'Invalid cross-device link' in done.stderr:
         assert not any(target.iterdir()), done.stderr
         return
+    # This venv's CUDA libraries (nvidia-*, cuda-*), read here from their WHEEL files: none with a CPU-only torch,
+    # and then nothing is linked (the test below checks that case on a venv made for it).
+    expected = {normalized(d.metadata['Name']) for d in importlib.metadata.distributions()
+                if re.fullmatch(r'(nvidia|cuda)-.+', d.metadata['Name'] or '', re.IGNORECASE)
+                and built_for_any_python_3(d)}
+    if not expected:
+        assert done.returncode == 3 and 'no wheel of the torch stack here is built for any Python 3' in done.stderr
+        assert not any(target.iterdir())
+        return
     assert done.returncode == 0, done.stderr
     assert "wheels for any Python 3 hard-linked" in done.stderr
-    linked = {path.name.split('-')[0].lower() for path in target.glob('*.dist-info')}
+    linked = {normalized(path.name.split('-')[0]) for path in target.glob('*.dist-info')}
     # torch, torchvision and triton are built for one Python each: pip installs them for the target's Python.
     assert not {'torch', 'torchvision', 'triton'} & linked
     assert not (target / 'torch').exists()
-    # Every linked distribution is one whose WHEEL says py3-none (the CUDA libraries), linked, not copied.
+    assert linked == expected
+    # Every linked distribution is linked, not copied.
     for info in target.glob('*.dist-info'):
-        tags = [line for line in (info / 'WHEEL').read_text().splitlines() if line.startswith('Tag:')]
-        assert tags and all('-none-' in tag and tag.split()[1].startswith(('py2', 'py3')) for tag in tags), info
         source = Path(importlib.metadata.distribution(info.name.split('-')[0]).locate_file(info.name)) / 'RECORD'
         assert os.stat(info / 'RECORD').st_ino == os.stat(source).st_ino
-    wheels = [d for d in importlib.metadata.distributions()
-              if (d.metadata['Name'] or '').lower().startswith('nvidia-')]
-    assert len(linked) >= len(wheels)
     # Not into a folder of no Python 3.
     elsewhere = tmp_path / 'other' / 'python2.7' / 'site-packages'
     elsewhere.mkdir(parents=True)
@@ -109,3 +124,38 @@ def test_for_another_python_only_the_wheels_built_for_any_python_3_are_linked(tm
                            capture_output=True, text=True, timeout=300)
     assert wrong.returncode == 3 and 'is not a Python 3 site-packages folder' in wrong.stderr
     assert not any(elsewhere.iterdir())
+
+
+def installed(site: Path, name: str, version: str, tag: str, files: dict[str, str]) -> None:
+    """A distribution as pip leaves it in site-packages: its files, and a .dist-info with METADATA, WHEEL, RECORD."""
+    info = site / f'{name}-{version}.dist-info'
+    info.mkdir(parents=True)
+    for rel, text in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    (info / 'METADATA').write_text(f'Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n')
+    (info / 'WHEEL').write_text(f'Wheel-Version: 1.0\nGenerator: bdist_wheel\nRoot-Is-Purelib: false\nTag: {tag}\n')
+    record = [f'{rel},,' for rel in files] + [f'{info.name}/{part},,' for part in ('METADATA', 'WHEEL', 'RECORD')]
+    (info / 'RECORD').write_text('\n'.join(record) + '\n')
+
+
+def test_a_cpu_only_torch_has_no_wheel_for_any_python_3_and_links_nothing_for_another_python(tmp_path):
+    # A stand-in for a venv with a CPU-only torch (aarch64, or the CPU index): torch and torchvision, each built
+    # for one Python, and no CUDA library. The script runs on it alone (-S: no site-packages of this venv).
+    source = tmp_path / 'cpu-venv'
+    installed(source, 'torch', PINS[0], 'cp311-cp311-manylinux_2_28_aarch64', {'torch/__init__.py': ''})
+    installed(source, 'torchvision', PINS[1], 'cp311-cp311-manylinux_2_28_aarch64', {'torchvision/__init__.py': ''})
+    target = tmp_path / 'lib' / 'python3.10' / 'site-packages'
+    target.mkdir(parents=True)
+    done = subprocess.run([sys.executable, '-S', str(SCRIPT), '--any-python', str(target), *PINS],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, 'PYTHONPATH': str(source)})
+    assert done.returncode == 3, done.stderr
+    assert 'no wheel of the torch stack here is built for any Python 3' in done.stderr
+    assert not any(target.iterdir())
+    # The same venv shares its whole stack with a venv of its own Python: the -S run reads the stand-in, not this venv.
+    own = site_folder(tmp_path / 'own')
+    same = subprocess.run([sys.executable, '-S', str(SCRIPT), str(own), *PINS], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, 'PYTHONPATH': str(source)})
+    assert same.returncode == 0, same.stderr
+    assert sorted(str(path.relative_to(own)) for path in own.rglob('*') if path.is_file()) == sorted(
+        str(path.relative_to(source)) for path in source.rglob('*') if path.is_file())
